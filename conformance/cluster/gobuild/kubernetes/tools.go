@@ -1,0 +1,10 @@
+//go:build tools
+
+// Package tools only exists so that `go mod tidy` keeps the packages whose
+// binaries conformance/cluster/build.sh builds.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver/app"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+)

@@ -1,0 +1,171 @@
+//! The one shared test fixture: starts the real provider and app clusters once
+//! per test run (through `conformance/cluster/cluster.sh`) and hands tests
+//! their kubeconfigs, kube-rs clients and a real `kubectl`.
+//!
+//! A test that cannot get its clusters fails with the reason; nothing skips.
+//! The clusters are started with this process as their owner, so they stop
+//! when the test run ends, however it ends.
+
+use bindery::certs::ClusterPki;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+/// One running test cluster.
+pub struct Cluster {
+    pub name: &'static str,
+    pub kubeconfig: PathBuf,
+    pub server: String,
+    pub pki: ClusterPki,
+}
+
+/// Both test clusters.
+pub struct Clusters {
+    pub provider: Cluster,
+    pub app: Cluster,
+}
+
+/// The clusters of this test run, started on first use.
+pub fn clusters() -> &'static Clusters {
+    static CLUSTERS: OnceLock<Result<Clusters, String>> = OnceLock::new();
+    match CLUSTERS.get_or_init(start) {
+        Ok(clusters) => clusters,
+        Err(reason) => panic!("the test clusters are not available: {reason}"),
+    }
+}
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn start() -> Result<Clusters, String> {
+    let run_dir = std::env::var_os("BINDERY_TEST_RUN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target/e2e-run"));
+    let output = cluster_script("up", &run_dir)
+        .arg("--owner-pid")
+        .arg(std::process::id().to_string())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run cluster.sh: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "conformance/cluster/cluster.sh up failed ({}); its log tail is above",
+            output.status
+        ));
+    }
+    let env = String::from_utf8_lossy(&output.stdout);
+    let lookup = |key: &str| -> Result<String, String> {
+        env.lines()
+            .find_map(|line| line.strip_prefix(&format!("{key}=")))
+            .map(str::to_string)
+            .ok_or_else(|| format!("cluster.sh printed no {key}: {env}"))
+    };
+    let pki_dir = PathBuf::from(lookup("BINDERY_PKI_DIR")?);
+    let cluster = |name: &'static str, prefix: &str| -> Result<Cluster, String> {
+        Ok(Cluster {
+            name,
+            kubeconfig: PathBuf::from(lookup(&format!("{prefix}_KUBECONFIG"))?),
+            server: lookup(&format!("{prefix}_SERVER"))?,
+            pki: ClusterPki {
+                dir: pki_dir.join(name),
+            },
+        })
+    };
+    Ok(Clusters {
+        provider: cluster("provider", "PROVIDER")?,
+        app: cluster("app", "APP")?,
+    })
+}
+
+/// `conformance/cluster/cluster.sh <command> --run-dir <run_dir>`, with this
+/// build's bindery binary and the tests' kubectl.
+pub fn cluster_script(command: &str, run_dir: &Path) -> Command {
+    let mut script = Command::new(repo_root().join("conformance/cluster/cluster.sh"));
+    script
+        .arg(command)
+        .arg("--run-dir")
+        .arg(run_dir)
+        .env("BINDERY_BIN", env!("CARGO_BIN_EXE_bindery"))
+        .env("KUBECTL", kubectl_path());
+    script
+}
+
+/// The kubectl the tests use: `$KUBECTL`, else the machine's newest versioned
+/// kubectl (1.33, within the supported skew of the 1.34 clusters), else `kubectl`.
+pub fn kubectl_path() -> PathBuf {
+    if let Some(path) = std::env::var_os("KUBECTL") {
+        return PathBuf::from(path);
+    }
+    let versioned = Path::new("/usr/lib/google-cloud-sdk/bin/kubectl.1.33");
+    if versioned.exists() {
+        versioned.to_path_buf()
+    } else {
+        PathBuf::from("kubectl")
+    }
+}
+
+impl Cluster {
+    /// A kube-rs client with the cluster's admin credentials.
+    pub async fn client(&self) -> kube::Client {
+        let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", self.kubeconfig.display()));
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("kubeconfig of {}: {e}", self.name));
+        kube::Client::try_from(config).expect("client from kubeconfig")
+    }
+
+    /// Runs kubectl against this cluster as admin and returns its output,
+    /// whatever the exit status.
+    pub fn kubectl_output(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut command = Command::new(kubectl_path());
+        command
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if stdin.is_some() {
+            command.stdin(Stdio::piped());
+        }
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", kubectl_path().display()));
+        if let Some(input) = stdin {
+            use std::io::Write;
+            let mut pipe = child.stdin.take().expect("stdin is piped");
+            pipe.write_all(input.as_bytes())
+                .expect("writing kubectl stdin");
+        }
+        child.wait_with_output().expect("kubectl finished")
+    }
+
+    /// Runs kubectl and returns its stdout; fails the test if kubectl fails.
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        self.kubectl_with_stdin(args, None)
+    }
+
+    /// Runs kubectl with `input` on stdin and returns its stdout; fails the test
+    /// if kubectl fails.
+    pub fn kubectl_with_stdin(&self, args: &[&str], input: Option<&str>) -> String {
+        let output = self.kubectl_output(args, input);
+        assert!(
+            output.status.success(),
+            "kubectl {} against {} failed ({}):\n{}",
+            args.join(" "),
+            self.name,
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).expect("kubectl prints UTF-8")
+    }
+}
+
+/// A name unique to this test run, for objects that tests create.
+pub fn unique_name(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}-{}-{n}", std::process::id())
+}

@@ -1,0 +1,8 @@
+//! Cluster tests: one test binary, so the real clusters start once per run.
+//! Every test here runs against real kube-apiserver, etcd and
+//! kube-controller-manager processes, and real kubectl.
+
+mod fixture;
+mod lifecycle;
+mod recording_server;
+mod smoke;

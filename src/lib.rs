@@ -5,4 +5,15 @@
 //! step of it; modules that are still empty say which issue fills them.
 #![forbid(unsafe_code)]
 
+pub mod auth;
+pub mod catalog;
 pub mod certs;
+pub mod kubeconfig;
+pub mod proxy;
+pub mod route;
+pub mod router;
+pub mod serve;
+pub mod server;
+pub mod status;
+pub mod translate;
+pub mod upstream;

@@ -22,6 +22,39 @@ enum Command {
     /// Make the development PKI: test-cluster CAs and certificates, bindery's
     /// serving certificate and consumer client certificates. Existing files are kept.
     Certs(CertsArgs),
+    /// Serve bound resources from the provider cluster.
+    Serve(ServeArgs),
+    /// Print a kubeconfig for a consumer of the direct endpoint `/clusters/<consumer>`.
+    ConsumerKubeconfig(ConsumerKubeconfigArgs),
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Kubeconfig of the provider cluster (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long, env = "BINDERY_PROVIDER_KUBECONFIG")]
+    provider_kubeconfig: Option<PathBuf>,
+    /// Address to listen on; port 0 picks a free one (the address is printed).
+    #[arg(long, default_value = "0.0.0.0:8443")]
+    listen: std::net::SocketAddr,
+    /// The PKI made by `bindery certs` (serving certificate, consumer CA).
+    #[arg(long, default_value = "certs/generated")]
+    pki: PathBuf,
+    /// Consumer cluster namespaces are `<prefix><consumer>` (kube-bind's Helm default).
+    #[arg(long, default_value = "kube-bind-")]
+    cluster_namespace_prefix: String,
+}
+
+#[derive(clap::Args)]
+struct ConsumerKubeconfigArgs {
+    /// The consumer id (its certificate is made if missing).
+    #[arg(long)]
+    consumer: String,
+    /// bindery's base URL.
+    #[arg(long)]
+    server: String,
+    /// The PKI made by `bindery certs`.
+    #[arg(long, default_value = "certs/generated")]
+    pki: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -51,7 +84,46 @@ fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Certs(args) => certs(args),
+        Command::Serve(args) => serve(args),
+        Command::ConsumerKubeconfig(args) => consumer_kubeconfig(args),
     }
+}
+
+fn consumer_kubeconfig(args: ConsumerKubeconfigArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        bindery::route::ConsumerId::parse(&args.consumer).is_some(),
+        "consumer id {:?} must be a DNS label",
+        args.consumer
+    );
+    let pki =
+        bindery::certs::ensure_bindery(&args.pki, &[], &[]).context("reading bindery's PKI")?;
+    bindery::certs::ensure_consumer(&pki, &args.consumer)
+        .context("making the consumer certificate")?;
+    let (cert, key) = pki.consumer(&args.consumer);
+    let read = |path: &std::path::Path| {
+        std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+    };
+    print!(
+        "{}",
+        bindery::kubeconfig::consumer_kubeconfig(
+            &args.server,
+            &args.consumer,
+            &read(&pki.serving_ca())?,
+            &read(&cert)?,
+            &read(&key)?
+        )
+    );
+    Ok(())
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(bindery::serve::run(bindery::serve::Options {
+        provider_kubeconfig: args.provider_kubeconfig,
+        listen: args.listen,
+        pki: args.pki,
+        cluster_namespace_prefix: args.cluster_namespace_prefix,
+    }))
 }
 
 fn certs(args: CertsArgs) -> anyhow::Result<()> {

@@ -1,0 +1,323 @@
+//! The catalog index: provider records in, per-consumer views out. No I/O.
+
+use crate::route::ConsumerId;
+use crate::translate::{BoundResource, IdentityHash, Isolation, NamespaceMap};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionSpec;
+use std::collections::BTreeMap;
+
+/// An APIServiceExport, as far as serving needs it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExportRecord {
+    pub namespace: String,
+    pub name: String,
+    /// `(group, resource)` pairs.
+    pub resources: Vec<(String, String)>,
+    pub isolation: Isolation,
+    /// `None` until the export has an identity: nothing is served before.
+    pub identity: Option<IdentityHash>,
+    /// For choosing between two exports of one resource: the older wins.
+    pub created: String,
+}
+
+/// A BoundSchema.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SchemaRecord {
+    pub namespace: String,
+    pub name: String,
+    pub spec: CustomResourceDefinitionSpec,
+}
+
+/// An APIServiceNamespace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamespaceRecord {
+    pub namespace: String,
+    /// The consumer namespace.
+    pub name: String,
+    /// `status.namespace`: the provider namespace, once set.
+    pub provider: Option<String>,
+}
+
+/// One resource served to a consumer, with the schema it is served with.
+#[derive(Clone, Debug)]
+pub struct ServedResource {
+    pub bound: BoundResource,
+    pub spec: CustomResourceDefinitionSpec,
+}
+
+impl ServedResource {
+    /// Whether `version` is served.
+    pub fn serves(&self, version: &str) -> bool {
+        self.spec
+            .versions
+            .iter()
+            .any(|v| v.served && v.name == version)
+    }
+}
+
+/// Everything one consumer sees.
+#[derive(Clone, Debug)]
+pub struct ConsumerView {
+    pub consumer: ConsumerId,
+    pub cluster_namespace: String,
+    pub resources: Vec<ServedResource>,
+}
+
+impl ConsumerView {
+    pub fn find(&self, group: &str, resource: &str) -> Option<&ServedResource> {
+        self.resources
+            .iter()
+            .find(|r| r.bound.group == group && r.bound.resource == resource)
+    }
+
+    /// The served schemas, for discovery and OpenAPI.
+    pub fn specs(&self) -> Vec<CustomResourceDefinitionSpec> {
+        self.resources.iter().map(|r| r.spec.clone()).collect()
+    }
+
+    /// Whether any served resource is in `group` at `version`.
+    pub fn serves_group_version(&self, group: &str, version: &str) -> bool {
+        self.resources
+            .iter()
+            .any(|r| r.bound.group == group && r.serves(version))
+    }
+}
+
+/// The provider records, keyed by `(namespace, name)`.
+#[derive(Clone, Debug)]
+pub struct Catalog {
+    prefix: String,
+    exports: BTreeMap<(String, String), ExportRecord>,
+    schemas: BTreeMap<(String, String), SchemaRecord>,
+    namespaces: BTreeMap<(String, String), NamespaceRecord>,
+}
+
+impl Catalog {
+    /// A catalog whose cluster namespaces are `<prefix><consumer>`.
+    pub fn new(prefix: impl Into<String>) -> Self {
+        Self {
+            prefix: prefix.into(),
+            exports: BTreeMap::new(),
+            schemas: BTreeMap::new(),
+            namespaces: BTreeMap::new(),
+        }
+    }
+
+    pub fn cluster_namespace(&self, consumer: &ConsumerId) -> String {
+        format!("{}{consumer}", self.prefix)
+    }
+
+    pub fn set_exports(&mut self, exports: impl IntoIterator<Item = ExportRecord>) {
+        self.exports = exports
+            .into_iter()
+            .map(|e| ((e.namespace.clone(), e.name.clone()), e))
+            .collect();
+    }
+
+    pub fn set_schemas(&mut self, schemas: impl IntoIterator<Item = SchemaRecord>) {
+        self.schemas = schemas
+            .into_iter()
+            .map(|s| ((s.namespace.clone(), s.name.clone()), s))
+            .collect();
+    }
+
+    pub fn set_namespaces(&mut self, namespaces: impl IntoIterator<Item = NamespaceRecord>) {
+        self.namespaces = namespaces
+            .into_iter()
+            .map(|n| ((n.namespace.clone(), n.name.clone()), n))
+            .collect();
+    }
+
+    /// The view of `consumer`: each exported resource that has an identity
+    /// and a BoundSchema in the consumer's cluster namespace.
+    pub fn view(&self, consumer: &ConsumerId) -> ConsumerView {
+        let cluster_namespace = self.cluster_namespace(consumer);
+        let mut map = NamespaceMap::new(cluster_namespace.clone());
+        for record in self.in_namespace(&self.namespaces, &cluster_namespace) {
+            if let Some(provider) = &record.provider {
+                map.insert(record.name.clone(), provider.clone());
+            }
+        }
+        let mut exports: Vec<&ExportRecord> = self
+            .in_namespace(&self.exports, &cluster_namespace)
+            .collect();
+        exports.sort_by(|a, b| (&a.created, &a.name).cmp(&(&b.created, &b.name)));
+        let mut resources: Vec<ServedResource> = Vec::new();
+        for export in exports {
+            let Some(identity) = &export.identity else {
+                continue;
+            };
+            for (group, resource) in &export.resources {
+                if resources
+                    .iter()
+                    .any(|r| &r.bound.group == group && &r.bound.resource == resource)
+                {
+                    continue;
+                }
+                let schema_name = if group.is_empty() {
+                    resource.clone()
+                } else {
+                    format!("{resource}.{group}")
+                };
+                let Some(schema) = self.schemas.get(&(cluster_namespace.clone(), schema_name))
+                else {
+                    continue;
+                };
+                if &schema.spec.group != group || &schema.spec.names.plural != resource {
+                    continue;
+                }
+                let served = schema.spec.versions.iter().filter(|v| v.served);
+                let has = |pick: fn(&k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceSubresources) -> bool| {
+                    served.clone().any(|v| v.subresources.as_ref().is_some_and(pick))
+                };
+                resources.push(ServedResource {
+                    bound: BoundResource {
+                        consumer: consumer.clone(),
+                        group: group.clone(),
+                        resource: resource.clone(),
+                        kind: schema.spec.names.kind.clone(),
+                        namespaced: schema.spec.scope == "Namespaced",
+                        isolation: export.isolation,
+                        export: export.name.clone(),
+                        identity: identity.clone(),
+                        has_status: has(|s| s.status.is_some()),
+                        has_scale: has(|s| s.scale.is_some()),
+                        namespaces: map.clone(),
+                    },
+                    spec: schema.spec.clone(),
+                });
+            }
+        }
+        ConsumerView {
+            consumer: consumer.clone(),
+            cluster_namespace,
+            resources,
+        }
+    }
+
+    fn in_namespace<'a, T>(
+        &'a self,
+        records: &'a BTreeMap<(String, String), T>,
+        namespace: &'a str,
+    ) -> impl Iterator<Item = &'a T> + 'a {
+        records
+            .range((namespace.to_string(), String::new())..)
+            .take_while(move |((ns, _), _)| ns == namespace)
+            .map(|(_, record)| record)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+        CustomResourceDefinitionNames, CustomResourceDefinitionVersion,
+    };
+
+    fn schema(ns: &str, plural: &str) -> SchemaRecord {
+        SchemaRecord {
+            namespace: ns.into(),
+            name: format!("{plural}.example.com"),
+            spec: CustomResourceDefinitionSpec {
+                group: "example.com".into(),
+                names: CustomResourceDefinitionNames {
+                    plural: plural.into(),
+                    kind: "Widget".into(),
+                    ..Default::default()
+                },
+                scope: "Namespaced".into(),
+                versions: vec![CustomResourceDefinitionVersion {
+                    name: "v1".into(),
+                    served: true,
+                    storage: true,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+        }
+    }
+
+    fn export(ns: &str, name: &str, created: &str, identity: Option<&[u8]>) -> ExportRecord {
+        ExportRecord {
+            namespace: ns.into(),
+            name: name.into(),
+            resources: vec![("example.com".into(), "widgets".into())],
+            isolation: Isolation::Prefixed,
+            identity: identity.map(IdentityHash::of_secret),
+            created: created.into(),
+        }
+    }
+
+    #[test]
+    fn views_are_per_consumer() {
+        let mut catalog = Catalog::new("kube-bind-");
+        catalog.set_schemas([
+            schema("kube-bind-c1", "widgets"),
+            schema("kube-bind-c2", "widgets"),
+        ]);
+        catalog.set_exports([
+            export("kube-bind-c1", "w", "2026-01-01", Some(b"1")),
+            export("kube-bind-c2", "w", "2026-01-01", Some(b"2")),
+        ]);
+        catalog.set_namespaces([NamespaceRecord {
+            namespace: "kube-bind-c1".into(),
+            name: "team".into(),
+            provider: Some("p-team".into()),
+        }]);
+        let c1 = catalog.view(&ConsumerId::parse("c1").unwrap());
+        let widgets = c1.find("example.com", "widgets").unwrap();
+        assert_eq!(widgets.bound.identity, IdentityHash::of_secret(b"1"));
+        assert_eq!(widgets.bound.namespaces.to_provider("team"), "p-team");
+        assert!(c1.serves_group_version("example.com", "v1"));
+        assert!(!c1.serves_group_version("example.com", "v2"));
+
+        let c2 = catalog.view(&ConsumerId::parse("c2").unwrap());
+        assert_eq!(
+            c2.find("example.com", "widgets").unwrap().bound.identity,
+            IdentityHash::of_secret(b"2")
+        );
+        assert_eq!(
+            c2.find("example.com", "widgets")
+                .unwrap()
+                .bound
+                .namespaces
+                .to_provider("team"),
+            "kube-bind-c2-team"
+        );
+
+        assert!(
+            catalog
+                .view(&ConsumerId::parse("c3").unwrap())
+                .resources
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn exports_without_identity_or_schema_serve_nothing_and_the_oldest_wins() {
+        let mut catalog = Catalog::new("kube-bind-");
+        catalog.set_exports([export("kube-bind-c1", "w", "2026", None)]);
+        catalog.set_schemas([schema("kube-bind-c1", "widgets")]);
+        assert!(
+            catalog
+                .view(&ConsumerId::parse("c1").unwrap())
+                .resources
+                .is_empty()
+        );
+
+        catalog.set_exports([
+            export("kube-bind-c1", "newer", "2026-02", Some(b"new")),
+            export("kube-bind-c1", "older", "2026-01", Some(b"old")),
+        ]);
+        let view = catalog.view(&ConsumerId::parse("c1").unwrap());
+        assert_eq!(view.resources.len(), 1);
+        assert_eq!(view.resources[0].bound.export, "older");
+
+        catalog.set_schemas([]);
+        assert!(
+            catalog
+                .view(&ConsumerId::parse("c1").unwrap())
+                .resources
+                .is_empty()
+        );
+    }
+}

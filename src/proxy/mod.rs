@@ -1,0 +1,333 @@
+//! Resource requests, served from the provider in one hop: check that the
+//! consumer has the resource, translate the request down, make sure a named
+//! write targets the consumer's own object, send it, and translate the
+//! response (or the watch stream) back up.
+
+pub mod namespaces;
+pub mod negotiate;
+pub mod watch;
+
+use crate::catalog::{ConsumerView, ServedResource};
+use crate::route::{ResourceRequest, Verb};
+use crate::status::ApiError;
+use crate::translate::continue_token::ContinueTokens;
+use crate::translate::continue_token::TokenError;
+use crate::translate::objects::{Refusal, Visibility, object_up};
+use crate::translate::request::{RequestError, request_down, token_scope};
+use crate::translate::response::{Translated, body_up, text_up};
+use crate::upstream::{BoxBody, Upstream};
+use bytes::Bytes;
+use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
+use http::{HeaderValue, Method, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use namespaces::NamespaceProvisioner;
+use std::sync::Arc;
+use tokio::sync::watch as signal;
+
+/// What serving resources needs.
+pub struct Proxy {
+    pub upstream: Arc<dyn Upstream>,
+    pub tokens: Arc<ContinueTokens>,
+    pub namespaces: NamespaceProvisioner,
+    pub shutdown: signal::Receiver<bool>,
+}
+
+/// A complete response with `body`.
+pub fn full(status: u16, content_type: &str, body: impl Into<Bytes>) -> Response<BoxBody> {
+    let mut response = Response::new(
+        Full::new(body.into())
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+    );
+    *response.status_mut() =
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if let Ok(value) = HeaderValue::from_str(content_type) {
+        response.headers_mut().insert(CONTENT_TYPE, value);
+    }
+    response
+}
+
+/// The response for an error.
+pub fn error(error: &ApiError) -> Response<BoxBody> {
+    let (content_type, body) = error.body();
+    full(error.code, content_type, body)
+}
+
+impl Proxy {
+    pub async fn serve(
+        &self,
+        view: &ConsumerView,
+        request: ResourceRequest,
+        parts: http::request::Parts,
+        body: Bytes,
+    ) -> Response<BoxBody> {
+        match self.try_serve(view, request, parts, body).await {
+            Ok(response) => response,
+            Err(e) => error(&e),
+        }
+    }
+
+    async fn try_serve(
+        &self,
+        view: &ConsumerView,
+        request: ResourceRequest,
+        parts: http::request::Parts,
+        body: Bytes,
+    ) -> Result<Response<BoxBody>, ApiError> {
+        let served = view
+            .find(&request.group, &request.resource)
+            .filter(|s| s.serves(&request.version));
+        let Some(served) = served else {
+            return Err(ApiError::page_not_found());
+        };
+        let bound = &served.bound;
+        check_scope(served, &request)?;
+        let query: Vec<(String, String)> = parts
+            .uri
+            .query()
+            .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+            .unwrap_or_default();
+        let watch_query = query
+            .iter()
+            .find(|(k, _)| k == "watch")
+            .map(|(_, v)| v.as_str());
+        let Some(verb) = Verb::of(&parts.method, &request, watch_query) else {
+            return Err(ApiError::method_not_allowed(
+                parts.method.as_str(),
+                &bound.group,
+                &bound.resource,
+            ));
+        };
+        let content_type = header(&parts, CONTENT_TYPE);
+        let provider = request_down(
+            bound,
+            &request,
+            verb,
+            &query,
+            content_type.as_deref(),
+            &body,
+            &self.tokens,
+        )
+        .map_err(|e| request_error(served, e))?;
+
+        if let Some(ns) = &request.namespace
+            && creates(verb, content_type.as_deref())
+        {
+            self.namespaces.ensure(bound, ns).await?;
+        }
+        if let Some(name) = &request.name
+            && matches!(verb, Verb::Update | Verb::Patch | Verb::Delete)
+        {
+            self.check_owner(served, &request, name).await?;
+        }
+
+        let (accept, to_yaml) =
+            negotiate::upstream_accept(header(&parts, ACCEPT).as_deref(), verb == Verb::Watch);
+        let mut uri = provider.path.clone();
+        if !provider.query.is_empty() {
+            uri.push('?');
+            uri.push_str(
+                &form_urlencoded::Serializer::new(String::new())
+                    .extend_pairs(&provider.query)
+                    .finish(),
+            );
+        }
+        let mut upstream = http::Request::builder()
+            .method(parts.method.clone())
+            .uri(&uri);
+        if let Some(accept) = accept {
+            upstream = upstream.header(ACCEPT, accept);
+        }
+        if let Some(agent) = parts.headers.get(USER_AGENT) {
+            upstream = upstream.header(USER_AGENT, agent);
+        }
+        let body = match provider.body {
+            Some((content_type, bytes)) => {
+                upstream = upstream.header(CONTENT_TYPE, content_type);
+                Bytes::from(bytes)
+            }
+            None => {
+                if let Some(content_type) = parts.headers.get(CONTENT_TYPE) {
+                    upstream = upstream.header(CONTENT_TYPE, content_type);
+                }
+                body
+            }
+        };
+        let upstream = upstream
+            .body(body)
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let response =
+            self.upstream.send(upstream).await.map_err(|e| {
+                ApiError::unavailable(format!("the provider cannot be reached: {e}"))
+            })?;
+        let (mut head, upstream_body) = response.into_parts();
+        let scope = token_scope(bound, &request);
+        let mut out_headers = http::HeaderMap::new();
+        for (name, value) in head.headers.iter() {
+            if name == CONTENT_TYPE {
+                out_headers.append(name, value.clone());
+            } else if name == "warning"
+                && let Ok(text) = value.to_str()
+                && let Ok(value) = HeaderValue::from_str(&text_up(bound, text))
+            {
+                out_headers.append(name, value);
+            }
+        }
+        if verb == Verb::Watch && head.status.is_success() {
+            let body = watch::translate_stream(
+                upstream_body,
+                bound.clone(),
+                self.tokens.clone(),
+                scope,
+                self.shutdown.clone(),
+            );
+            let mut response = Response::new(body);
+            *response.status_mut() = head.status;
+            *response.headers_mut() = out_headers;
+            return Ok(response);
+        }
+        let bytes = upstream_body
+            .collect()
+            .await
+            .map_err(|e| ApiError::unavailable(format!("reading the provider's answer: {e}")))?
+            .to_bytes();
+        let mut bytes = match body_up(bound, &bytes, &self.tokens, &scope) {
+            Translated::Body(bytes) => bytes,
+            Translated::Unchanged => bytes.to_vec(),
+            Translated::Hidden => {
+                return Err(ApiError::object_not_found(
+                    &bound.group,
+                    &bound.resource,
+                    request.name.as_deref().unwrap_or_default(),
+                ));
+            }
+        };
+        if to_yaml
+            && head
+                .headers
+                .get(CONTENT_TYPE)
+                .is_some_and(|ct| ct.as_bytes().starts_with(b"application/json"))
+            && let Some(yaml) = negotiate::json_to_yaml(&bytes)
+        {
+            bytes = yaml;
+            out_headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/yaml"));
+        }
+        head.headers = out_headers;
+        Ok(Response::from_parts(
+            head,
+            Full::new(Bytes::from(bytes))
+                .map_err(|never| match never {})
+                .boxed_unsync(),
+        ))
+    }
+
+    /// A named write must target an object of the consumer's export: one that
+    /// exists and is someone else's reads as not found.
+    async fn check_owner(
+        &self,
+        served: &ServedResource,
+        request: &ResourceRequest,
+        name: &str,
+    ) -> Result<(), ApiError> {
+        let bound = &served.bound;
+        let mut path = format!("/apis/{}/{}", request.group, request.version);
+        if let Some(ns) = &request.namespace {
+            path.push_str(&format!("/namespaces/{}", bound.namespaces.to_provider(ns)));
+        }
+        path.push_str(&format!(
+            "/{}/{}",
+            request.resource,
+            bound.provider_name(name)
+        ));
+        let uri: http::Uri = path
+            .parse()
+            .map_err(|_| ApiError::object_not_found(&bound.group, &bound.resource, name))?;
+        let get = http::Request::builder()
+            .method(Method::GET)
+            .uri(uri)
+            .header(ACCEPT, "application/json")
+            .body(Bytes::new())
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let response =
+            self.upstream.send(get).await.map_err(|e| {
+                ApiError::unavailable(format!("the provider cannot be reached: {e}"))
+            })?;
+        if response.status() == StatusCode::NOT_FOUND {
+            // The write itself answers (or, for apply, creates).
+            return Ok(());
+        }
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| ApiError::unavailable(e.to_string()))?
+            .to_bytes();
+        let mut object: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        if object.get("kind").and_then(|k| k.as_str()) == Some("Status") {
+            return Ok(());
+        }
+        match object_up(bound, &mut object, true) {
+            Visibility::Visible => Ok(()),
+            Visibility::Hidden => Err(ApiError::object_not_found(
+                &bound.group,
+                &bound.resource,
+                name,
+            )),
+        }
+    }
+}
+
+/// Namespaced resources are reached in a namespace (lists and watches also
+/// across all); cluster-scoped ones never in a namespace. Subresources must
+/// exist. Everything else is not found, as kube-apiserver answers.
+fn check_scope(served: &ServedResource, request: &ResourceRequest) -> Result<(), ApiError> {
+    let bound = &served.bound;
+    match (bound.namespaced, &request.namespace, &request.name) {
+        (true, None, Some(_)) | (false, Some(_), _) => return Err(ApiError::page_not_found()),
+        _ => {}
+    }
+    match request.subresource.as_deref() {
+        None => Ok(()),
+        Some("status") if bound.has_status => Ok(()),
+        Some("scale") if bound.has_scale => Ok(()),
+        Some(_) => Err(ApiError::object_not_found(
+            &bound.group,
+            &bound.resource,
+            request.name.as_deref().unwrap_or_default(),
+        )),
+    }
+}
+
+/// Whether a write may create its object (and so needs its provider namespace).
+fn creates(verb: Verb, content_type: Option<&str>) -> bool {
+    verb == Verb::Create
+        || (verb == Verb::Patch
+            && content_type.is_some_and(|ct| ct.starts_with("application/apply-patch")))
+}
+
+fn header(parts: &http::request::Parts, name: http::header::HeaderName) -> Option<String> {
+    parts
+        .headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+fn request_error(served: &ServedResource, error: RequestError) -> ApiError {
+    let bound = &served.bound;
+    match error {
+        RequestError::Refused(Refusal::ReservedLabel { name, key }) => ApiError::field_forbidden(
+            &bound.group,
+            &bound.kind,
+            &name,
+            &format!("metadata.labels[{key}]"),
+            "the label is reserved by bindery",
+        ),
+        RequestError::Continue(TokenError::Encoding) => ApiError::bad_request(
+            "invalid continue token: continue key is not valid: illegal base64 data",
+        ),
+        RequestError::Continue(TokenError::Forged) => ApiError::bad_request(
+            "invalid continue token: continue key is not valid: it was not issued for this request",
+        ),
+    }
+}

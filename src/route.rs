@@ -1,0 +1,400 @@
+//! The path grammar of bindery's endpoints: which consumer a request is for,
+//! and what it asks of it (discovery, OpenAPI, or a resource request with the
+//! verb kube-apiserver would derive). Pure parsing, no I/O.
+
+use std::fmt;
+
+/// A consumer's id: the suffix of its cluster namespace on the provider
+/// (kube-bind's `base36(sha224(identity))`). A DNS label, so it is safe in a
+/// path, a namespace name and a label value.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConsumerId(String);
+
+impl ConsumerId {
+    /// Accepts a non-empty RFC 1123 label of at most 63 characters.
+    pub fn parse(raw: &str) -> Option<Self> {
+        is_dns_label(raw).then(|| Self(raw.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ConsumerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// True for an RFC 1123 DNS label (lower-case alphanumerics and '-', at most 63).
+pub fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// Which endpoint a request arrived on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `/clusters/<consumer>/...`
+    Consumer { consumer: ConsumerId, path: ApiPath },
+    /// `/healthz`, `/livez`, `/readyz` of bindery itself.
+    Health,
+    /// Anything else.
+    Unknown,
+}
+
+/// What a path under an endpoint names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ApiPath {
+    Version,
+    Health,
+    /// `/api`
+    LegacyRoot,
+    /// `/api/...` below the root: the core group, which bindery does not serve.
+    Legacy,
+    /// `/apis`
+    GroupList,
+    /// `/apis/<group>`
+    Group(String),
+    /// `/apis/<group>/<version>`
+    GroupVersion {
+        group: String,
+        version: String,
+    },
+    /// `/apis/<group>/<version>/...` naming a resource.
+    Resource(ResourceRequest),
+    OpenApiV2,
+    OpenApiV3Root,
+    OpenApiV3GroupVersion {
+        group: String,
+        version: String,
+    },
+    NotFound,
+}
+
+/// A request for a resource, as kube-apiserver's request-info parser sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceRequest {
+    pub group: String,
+    pub version: String,
+    pub namespace: Option<String>,
+    pub resource: String,
+    pub name: Option<String>,
+    pub subresource: Option<String>,
+    /// Set by the deprecated `/watch/` path prefix.
+    pub watch_prefix: bool,
+}
+
+/// The verb kube-apiserver derives from the method, the path and `?watch`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verb {
+    Get,
+    List,
+    Watch,
+    Create,
+    Update,
+    Patch,
+    Delete,
+    DeleteCollection,
+}
+
+impl Verb {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+            Verb::DeleteCollection => "deletecollection",
+        }
+    }
+
+    /// The verb for `method` on `request`; `watch_query` is the value of
+    /// `?watch=`. `None` for a method the API does not serve.
+    pub fn of(
+        method: &http::Method,
+        request: &ResourceRequest,
+        watch_query: Option<&str>,
+    ) -> Option<Verb> {
+        let named = request.name.is_some();
+        // `?watch` turns a list into a watch; on a named object it is a get.
+        let watch = request.watch_prefix || (!named && matches!(watch_query, Some("true" | "1")));
+        Some(match *method {
+            http::Method::GET | http::Method::HEAD if watch => Verb::Watch,
+            http::Method::GET | http::Method::HEAD if named => Verb::Get,
+            http::Method::GET | http::Method::HEAD => Verb::List,
+            http::Method::POST => Verb::Create,
+            http::Method::PUT => Verb::Update,
+            http::Method::PATCH => Verb::Patch,
+            http::Method::DELETE if named => Verb::Delete,
+            http::Method::DELETE => Verb::DeleteCollection,
+            _ => return None,
+        })
+    }
+}
+
+/// Parses a request path (without the query).
+pub fn parse(path: &str) -> Endpoint {
+    let Some(owned) = split(path) else {
+        return Endpoint::Unknown;
+    };
+    let segments: Vec<&str> = owned.iter().map(String::as_str).collect();
+    match segments.as_slice() {
+        ["healthz" | "livez" | "readyz", ..] => Endpoint::Health,
+        ["clusters", consumer, rest @ ..] => match ConsumerId::parse(consumer) {
+            Some(consumer) => Endpoint::Consumer {
+                consumer,
+                path: parse_api(rest),
+            },
+            None => Endpoint::Unknown,
+        },
+        _ => Endpoint::Unknown,
+    }
+}
+
+/// Splits a path into its percent-decoded segments; `None` for a relative
+/// path, bad percent-encoding, or `.`/`..` segments. Empty segments (from `//`
+/// or a trailing `/`) are dropped, as Go's path cleaning does for
+/// kube-apiserver.
+fn split(path: &str) -> Option<Vec<String>> {
+    let rest = path.strip_prefix('/')?;
+    let segments = rest
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(percent_decode)
+        .collect::<Option<Vec<String>>>()?;
+    if segments
+        .iter()
+        .any(|s| s == "." || s == ".." || s.contains('/'))
+    {
+        return None;
+    }
+    Some(segments)
+}
+
+/// Decodes `%XX` escapes; `None` for a bad escape or invalid UTF-8.
+fn percent_decode(segment: &str) -> Option<String> {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = segment.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Parses what follows an endpoint prefix.
+pub fn parse_api(segments: &[&str]) -> ApiPath {
+    match segments {
+        ["version"] => ApiPath::Version,
+        ["healthz" | "livez" | "readyz", ..] => ApiPath::Health,
+        ["api"] => ApiPath::LegacyRoot,
+        ["api", ..] => ApiPath::Legacy,
+        ["apis"] => ApiPath::GroupList,
+        ["apis", group] => ApiPath::Group(group.to_string()),
+        ["apis", group, version] => ApiPath::GroupVersion {
+            group: group.to_string(),
+            version: version.to_string(),
+        },
+        ["apis", group, version, rest @ ..] => match parse_resource(group, version, rest) {
+            Some(request) => ApiPath::Resource(request),
+            None => ApiPath::NotFound,
+        },
+        ["openapi", "v2"] => ApiPath::OpenApiV2,
+        ["openapi", "v3"] => ApiPath::OpenApiV3Root,
+        ["openapi", "v3", "apis", group, version] => ApiPath::OpenApiV3GroupVersion {
+            group: group.to_string(),
+            version: version.to_string(),
+        },
+        _ => ApiPath::NotFound,
+    }
+}
+
+/// kube-apiserver's RequestInfo rules for the part after `/apis/<g>/<v>/`.
+fn parse_resource(group: &str, version: &str, mut rest: &[&str]) -> Option<ResourceRequest> {
+    let mut watch_prefix = false;
+    if let ["watch", tail @ ..] = rest {
+        watch_prefix = true;
+        rest = tail;
+    }
+    let mut namespace = None;
+    if let ["namespaces", ns, tail @ ..] = rest {
+        namespace = Some(ns.to_string());
+        if tail.is_empty() {
+            // `/namespaces/<ns>` names the namespace object itself.
+            return Some(ResourceRequest {
+                group: group.into(),
+                version: version.into(),
+                namespace: None,
+                resource: "namespaces".into(),
+                name: Some(ns.to_string()),
+                subresource: None,
+                watch_prefix,
+            });
+        }
+        rest = tail;
+    }
+    let (resource, name, subresource) = match rest {
+        [resource] => (*resource, None, None),
+        [resource, name] => (*resource, Some(*name), None),
+        [resource, name, subresource] => (*resource, Some(*name), Some(*subresource)),
+        _ => return None,
+    };
+    Some(ResourceRequest {
+        group: group.into(),
+        version: version.into(),
+        namespace,
+        resource: resource.into(),
+        name: name.map(Into::into),
+        subresource: subresource.map(Into::into),
+        watch_prefix,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn consumer_path(path: &str) -> ApiPath {
+        match parse(path) {
+            Endpoint::Consumer { consumer, path } => {
+                assert_eq!(consumer.as_str(), "c1");
+                path
+            }
+            other => panic!("{path}: {other:?}"),
+        }
+    }
+
+    fn resource(path: &str) -> ResourceRequest {
+        match consumer_path(path) {
+            ApiPath::Resource(r) => r,
+            other => panic!("{path}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn discovery_paths() {
+        assert_eq!(consumer_path("/clusters/c1/api"), ApiPath::LegacyRoot);
+        assert_eq!(consumer_path("/clusters/c1/api/v1/pods"), ApiPath::Legacy);
+        assert_eq!(consumer_path("/clusters/c1/apis"), ApiPath::GroupList);
+        assert_eq!(consumer_path("/clusters/c1/apis/"), ApiPath::GroupList);
+        assert_eq!(
+            consumer_path("/clusters/c1/apis/g.io"),
+            ApiPath::Group("g.io".into())
+        );
+        assert_eq!(
+            consumer_path("/clusters/c1/apis/g.io/v1"),
+            ApiPath::GroupVersion {
+                group: "g.io".into(),
+                version: "v1".into()
+            }
+        );
+        assert_eq!(consumer_path("/clusters/c1/openapi/v2"), ApiPath::OpenApiV2);
+        assert_eq!(
+            consumer_path("/clusters/c1/openapi/v3"),
+            ApiPath::OpenApiV3Root
+        );
+        assert_eq!(
+            consumer_path("/clusters/c1/openapi/v3/apis/g.io/v1"),
+            ApiPath::OpenApiV3GroupVersion {
+                group: "g.io".into(),
+                version: "v1".into()
+            }
+        );
+        assert_eq!(consumer_path("/clusters/c1/version"), ApiPath::Version);
+        assert_eq!(consumer_path("/clusters/c1/nope"), ApiPath::NotFound);
+    }
+
+    #[test]
+    fn resource_paths() {
+        let r = resource("/clusters/c1/apis/g.io/v1/namespaces/ns/widgets/w/status");
+        assert_eq!(r.namespace.as_deref(), Some("ns"));
+        assert_eq!(r.resource, "widgets");
+        assert_eq!(r.name.as_deref(), Some("w"));
+        assert_eq!(r.subresource.as_deref(), Some("status"));
+
+        let r = resource("/clusters/c1/apis/g.io/v1/widgets");
+        assert_eq!((r.namespace, r.name), (None, None));
+
+        let r = resource("/clusters/c1/apis/g.io/v1/watch/namespaces/ns/widgets");
+        assert!(r.watch_prefix);
+        assert_eq!(r.namespace.as_deref(), Some("ns"));
+
+        let r = resource("/clusters/c1/apis/g.io/v1/namespaces/ns");
+        assert_eq!(r.resource, "namespaces");
+        assert_eq!(r.name.as_deref(), Some("ns"));
+
+        assert_eq!(
+            consumer_path("/clusters/c1/apis/g.io/v1/namespaces/ns/widgets/w/status/x"),
+            ApiPath::NotFound
+        );
+    }
+
+    #[test]
+    fn verbs() {
+        let named = resource("/clusters/c1/apis/g.io/v1/namespaces/ns/widgets/w");
+        let collection = resource("/clusters/c1/apis/g.io/v1/namespaces/ns/widgets");
+        let get = http::Method::GET;
+        assert_eq!(Verb::of(&get, &named, None), Some(Verb::Get));
+        assert_eq!(Verb::of(&get, &collection, None), Some(Verb::List));
+        assert_eq!(Verb::of(&get, &collection, Some("true")), Some(Verb::Watch));
+        assert_eq!(Verb::of(&get, &collection, Some("false")), Some(Verb::List));
+        assert_eq!(Verb::of(&get, &named, Some("true")), Some(Verb::Get));
+        assert_eq!(
+            Verb::of(&http::Method::DELETE, &collection, None),
+            Some(Verb::DeleteCollection)
+        );
+        assert_eq!(
+            Verb::of(&http::Method::DELETE, &named, None),
+            Some(Verb::Delete)
+        );
+        assert_eq!(Verb::of(&http::Method::OPTIONS, &named, None), None);
+    }
+
+    #[test]
+    fn rejects_bad_consumers_and_dot_segments() {
+        assert_eq!(parse("/clusters/C1/apis"), Endpoint::Unknown);
+        assert_eq!(parse("/clusters/-a/apis"), Endpoint::Unknown);
+        assert_eq!(parse("/clusters/c1/../c2/apis"), Endpoint::Unknown);
+        assert_eq!(parse("clusters/c1/apis"), Endpoint::Unknown);
+        assert_eq!(parse("/readyz"), Endpoint::Health);
+        assert_eq!(parse("/clusters/c1/apis/%2e%2e"), Endpoint::Unknown);
+        assert_eq!(parse("/clusters/c1/apis/a%2Fb"), Endpoint::Unknown);
+        assert_eq!(parse("/clusters/c1/apis/%zz"), Endpoint::Unknown);
+    }
+
+    #[test]
+    fn segments_are_percent_decoded() {
+        let r = resource("/clusters/c1/apis/g.io/v1/namespaces/%64efault/widgets");
+        assert_eq!(r.namespace.as_deref(), Some("default"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn never_panics(path in "(/[a-z0-9.%-]{0,8}){0,10}/?") {
+            let _ = parse(&path);
+        }
+
+        #[test]
+        fn consumer_is_always_a_dns_label(path in "/clusters/[ -~]{0,20}/apis") {
+            if let Endpoint::Consumer { consumer, .. } = parse(&path) {
+                proptest::prop_assert!(is_dns_label(consumer.as_str()));
+            }
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! Dispatch: after authentication, a request goes to health, version,
+//! discovery/OpenAPI or the resource proxy, for the consumer's view.
+
+use crate::auth::User;
+use crate::catalog::watch::SharedCatalog;
+use crate::proxy::{Proxy, error, full};
+use crate::route::{ApiPath, Endpoint, parse};
+use crate::status::ApiError;
+use crate::upstream::BoxBody;
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use http::{Request, Response};
+use http_body_util::{BodyExt, Limited};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// kube-apiserver's limit on request bodies.
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// Everything requests are served from.
+pub struct App {
+    pub catalog: SharedCatalog,
+    pub proxy: Proxy,
+    /// The provider's `/version`, answered as bindery's own.
+    pub version: serde_json::Value,
+}
+
+#[derive(Clone)]
+pub struct Router {
+    app: Arc<App>,
+}
+
+impl Router {
+    pub fn new(app: Arc<App>) -> Self {
+        Self { app }
+    }
+}
+
+impl<B> tower::Service<Request<B>> for Router
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    type Response = Response<BoxBody>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let app = self.app.clone();
+        Box::pin(async move { Ok(route(app, request).await) })
+    }
+}
+
+async fn route<B>(app: Arc<App>, request: Request<B>) -> Response<BoxBody>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    let (parts, body) = request.into_parts();
+    let path = match parse(parts.uri.path()) {
+        Endpoint::Health => return health(&app),
+        Endpoint::Unknown => return error(&ApiError::page_not_found()),
+        Endpoint::Consumer { path, .. } => path,
+    };
+    let Some(user) = parts.extensions.get::<User>().cloned() else {
+        return error(&ApiError::unauthorized());
+    };
+    let body = match Limited::new(body, MAX_BODY_BYTES).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => {
+            return error(&ApiError {
+                code: 413,
+                reason: "RequestEntityTooLarge",
+                message: "the server has received too large a request body".into(),
+                details: None,
+                plain_text: false,
+            });
+        }
+    };
+    let view = app.catalog.read(|catalog| catalog.view(&user.consumer));
+    match path {
+        ApiPath::Version => json(&app.version),
+        ApiPath::Health => health(&app),
+        ApiPath::Resource(request) => app.proxy.serve(&view, request, parts, body).await,
+        ApiPath::LegacyRoot
+        | ApiPath::Legacy
+        | ApiPath::GroupList
+        | ApiPath::Group(_)
+        | ApiPath::GroupVersion { .. }
+        | ApiPath::OpenApiV2
+        | ApiPath::OpenApiV3Root
+        | ApiPath::OpenApiV3GroupVersion { .. }
+        | ApiPath::NotFound => error(&ApiError::page_not_found()),
+    }
+}
+
+fn health(app: &App) -> Response<BoxBody> {
+    if app.catalog.is_synced() {
+        full(200, "text/plain; charset=utf-8", "ok")
+    } else {
+        error(&ApiError::unavailable(
+            "the provider's exports have not been listed yet",
+        ))
+    }
+}
+
+fn json(value: &serde_json::Value) -> Response<BoxBody> {
+    full(
+        200,
+        "application/json",
+        serde_json::to_vec(value).expect("JSON serializes"),
+    )
+}

@@ -1,0 +1,92 @@
+//! `bindery serve`: connect to the provider, start the catalog watches, and
+//! run the server until SIGTERM or Ctrl-C.
+
+use crate::auth::Authenticator;
+use crate::auth::client_cert::ConsumerCertificates;
+use crate::catalog;
+use crate::proxy::Proxy;
+use crate::proxy::namespaces::NamespaceProvisioner;
+use crate::router::App;
+use crate::translate::continue_token::ContinueTokens;
+use crate::upstream::KubeUpstream;
+use anyhow::{Context, Result};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::watch as signal;
+
+pub struct Options {
+    pub provider_kubeconfig: Option<PathBuf>,
+    pub listen: SocketAddr,
+    pub pki: PathBuf,
+    pub cluster_namespace_prefix: String,
+}
+
+pub async fn run(options: Options) -> Result<()> {
+    let client = provider_client(options.provider_kubeconfig.as_deref()).await?;
+    let version = client
+        .apiserver_version()
+        .await
+        .context("asking the provider for its version")?;
+    let pki =
+        crate::certs::ensure_bindery(&options.pki, &[], &[]).context("reading bindery's PKI")?;
+    let tls = crate::server::tls::server_config(
+        &pki.dir.join("serving.crt"),
+        &pki.dir.join("serving.key"),
+        &[&pki.consumer_ca()],
+    )?;
+    let catalog = catalog::watch::start(client.clone(), &options.cluster_namespace_prefix);
+    let (stop_tx, stop_rx) = signal::channel(false);
+    let app = Arc::new(App {
+        catalog: catalog.clone(),
+        proxy: Proxy {
+            upstream: Arc::new(KubeUpstream::new(client.clone())),
+            tokens: Arc::new(ContinueTokens::random()),
+            namespaces: NamespaceProvisioner::new(client),
+            shutdown: stop_rx,
+        },
+        version: serde_json::to_value(&version).context("encoding the provider's version")?,
+    });
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .with_context(|| format!("listening on {}", options.listen))?;
+    catalog.wait_synced().await;
+    let address = listener.local_addr()?;
+    println!("bindery listening on https://{address}");
+    tracing::info!(%address, "serving");
+    let authenticators: Vec<Box<dyn Authenticator>> = vec![Box::new(ConsumerCertificates)];
+    let shutdown = async move {
+        wait_for_signal().await;
+        let _ = stop_tx.send(true);
+    };
+    crate::server::run(app, tls, authenticators, listener, shutdown).await;
+    Ok(())
+}
+
+async fn provider_client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(
+                kubeconfig,
+                &kube::config::KubeConfigOptions::default(),
+            )
+            .await
+            .context("loading the provider kubeconfig")?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("finding the provider's kubeconfig")?,
+    };
+    kube::Client::try_from(config).context("making the provider client")
+}
+
+async fn wait_for_signal() {
+    let mut terminate =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async { match terminate.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+    }
+}

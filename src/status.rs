@@ -1,0 +1,191 @@
+//! Kubernetes `Status` errors: every refusal bindery makes itself is built
+//! here, with the code, reason and message kube-apiserver would give.
+
+use serde_json::{Value, json};
+
+/// An error answered as a `metav1.Status` (or, where kube-apiserver answers
+/// with plain text, as that text).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApiError {
+    pub code: u16,
+    pub reason: &'static str,
+    pub message: String,
+    pub details: Option<Value>,
+    /// kube-apiserver's mux answers unknown paths with a plain-text body.
+    pub plain_text: bool,
+}
+
+impl ApiError {
+    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+            plain_text: false,
+        }
+    }
+
+    fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    /// `401 Unauthorized`.
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    /// `403 Forbidden` for `user` doing `verb` on a resource.
+    pub fn forbidden(
+        user: &str,
+        verb: &str,
+        resource: &str,
+        group: &str,
+        namespace: Option<&str>,
+    ) -> Self {
+        let scope = match namespace {
+            Some(ns) => format!(" in the namespace \"{ns}\""),
+            None => " at the cluster scope".to_string(),
+        };
+        let message = format!(
+            "{resource} is forbidden: User \"{user}\" cannot {verb} resource \"{resource}\" in API group \"{group}\"{scope}"
+        );
+        Self::new(403, "Forbidden", message).with_details(json!({"group": group, "kind": resource}))
+    }
+
+    /// The mux's plain-text `404 page not found` for paths nothing serves.
+    pub fn page_not_found() -> Self {
+        Self {
+            plain_text: true,
+            ..Self::new(404, "NotFound", "404 page not found")
+        }
+    }
+
+    /// `404` for a path inside a served group version that names no resource.
+    pub fn resource_not_found() -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+        .with_details(json!({}))
+    }
+
+    /// `404` for a named object that does not exist (or is not the caller's).
+    pub fn object_not_found(group: &str, resource: &str, name: &str) -> Self {
+        let qualified = qualified(group, resource);
+        Self::new(404, "NotFound", format!("{qualified} \"{name}\" not found"))
+            .with_details(json!({"name": name, "group": group, "kind": resource}))
+    }
+
+    /// `400 BadRequest`.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    /// `405 MethodNotAllowed` for a verb a resource does not support.
+    pub fn method_not_allowed(verb: &str, group: &str, resource: &str) -> Self {
+        let qualified = qualified(group, resource);
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            format!("{verb} is not supported on resources of kind \"{qualified}\""),
+        )
+        .with_details(json!({"group": group, "kind": resource}))
+    }
+
+    /// `422 Invalid` for one forbidden field.
+    pub fn field_forbidden(group: &str, kind: &str, name: &str, field: &str, detail: &str) -> Self {
+        let qualified = qualified(group, kind);
+        let cause = format!("Forbidden: {detail}");
+        Self::new(
+            422,
+            "Invalid",
+            format!("{qualified} \"{name}\" is invalid: {field}: {cause}"),
+        )
+        .with_details(json!({
+            "name": name,
+            "group": group,
+            "kind": kind,
+            "causes": [{"reason": "FieldValueForbidden", "message": cause, "field": field}],
+        }))
+    }
+
+    /// `500 InternalError`.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(
+            500,
+            "InternalError",
+            format!("Internal error occurred: {}", message.into()),
+        )
+        .with_details(json!({"causes": [{"message": "bindery could not complete the request"}]}))
+    }
+
+    /// `503 ServiceUnavailable`.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(503, "ServiceUnavailable", message)
+    }
+
+    /// The `metav1.Status` body.
+    pub fn to_status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(details) = &self.details {
+            status["details"] = details.clone();
+        }
+        status
+    }
+
+    /// The response body and its content type.
+    pub fn body(&self) -> (&'static str, Vec<u8>) {
+        if self.plain_text {
+            return (
+                "text/plain; charset=utf-8",
+                format!("{}\n", self.message).into_bytes(),
+            );
+        }
+        let body = serde_json::to_vec(&self.to_status()).expect("a Status serializes");
+        ("application/json", body)
+    }
+}
+
+fn qualified(group: &str, resource: &str) -> String {
+    if group.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}.{group}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_found_matches_kube_apiserver() {
+        let status = ApiError::object_not_found("example.com", "widgets", "zz").to_status();
+        assert_eq!(
+            status,
+            json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "widgets.example.com \"zz\" not found", "reason": "NotFound",
+                "details": {"name": "zz", "group": "example.com", "kind": "widgets"}, "code": 404
+            })
+        );
+    }
+
+    #[test]
+    fn page_not_found_is_plain_text() {
+        let (content_type, body) = ApiError::page_not_found().body();
+        assert_eq!(content_type, "text/plain; charset=utf-8");
+        assert_eq!(body, b"404 page not found\n");
+    }
+}

@@ -1,0 +1,134 @@
+//! What one consumer has bound: the context every translation runs in.
+
+use super::identity::{CONSUMER_LABEL, EXPORT_LABEL, IdentityHash};
+use super::namespaces::NamespaceMap;
+use crate::route::ConsumerId;
+
+/// Where a cluster-scoped object of an export lives on the provider
+/// (kube-bind's `isolation`). Namespaced objects always map namespaces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    /// Name prefixed with the cluster namespace: `<cluster-namespace>-<name>`.
+    Prefixed,
+    /// The same name: objects are shared (last writer wins).
+    None,
+}
+
+/// One resource a consumer has bound through one export.
+#[derive(Clone, Debug)]
+pub struct BoundResource {
+    pub consumer: ConsumerId,
+    pub group: String,
+    /// The plural resource name, as in the path.
+    pub resource: String,
+    pub kind: String,
+    pub namespaced: bool,
+    pub isolation: Isolation,
+    /// The export this resource is bound through, and its identity.
+    pub export: String,
+    pub identity: IdentityHash,
+    pub has_status: bool,
+    pub has_scale: bool,
+    pub namespaces: NamespaceMap,
+}
+
+impl BoundResource {
+    /// `<resource>.<group>`, as kube-apiserver names it in messages.
+    pub fn qualified_resource(&self) -> String {
+        if self.group.is_empty() {
+            self.resource.clone()
+        } else {
+            format!("{}.{}", self.resource, self.group)
+        }
+    }
+
+    /// The labels every object of this export carries on the provider.
+    pub fn identity_labels(&self) -> [(&'static str, &str); 2] {
+        [
+            (EXPORT_LABEL, self.identity.label_value()),
+            (CONSUMER_LABEL, self.consumer.as_str()),
+        ]
+    }
+
+    /// The label selector that restricts provider lists to this export.
+    pub fn identity_selector(&self) -> String {
+        self.identity_labels()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The provider name of cluster-scoped object `name`.
+    pub fn provider_name(&self, name: &str) -> String {
+        match (self.namespaced, self.isolation) {
+            (false, Isolation::Prefixed) => {
+                format!("{}-{name}", self.namespaces.cluster_namespace())
+            }
+            _ => name.to_string(),
+        }
+    }
+
+    /// The consumer name of provider object `name`; `None` when the name is
+    /// not one this consumer could have made.
+    pub fn consumer_name(&self, name: &str) -> Option<String> {
+        match (self.namespaced, self.isolation) {
+            (false, Isolation::Prefixed) => name
+                .strip_prefix(self.namespaces.cluster_namespace())?
+                .strip_prefix('-')
+                .filter(|rest| !rest.is_empty())
+                .map(str::to_string),
+            _ => Some(name.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use super::*;
+
+    /// A namespaced `widgets.example.com` bound by consumer `c1`.
+    pub fn widgets() -> BoundResource {
+        BoundResource {
+            consumer: ConsumerId::parse("c1").unwrap(),
+            group: "example.com".into(),
+            resource: "widgets".into(),
+            kind: "Widget".into(),
+            namespaced: true,
+            isolation: Isolation::Prefixed,
+            export: "widgets".into(),
+            identity: IdentityHash::of_secret(b"export-1"),
+            has_status: true,
+            has_scale: true,
+            namespaces: NamespaceMap::new("kube-bind-c1"),
+        }
+    }
+
+    /// A cluster-scoped `gadgets.example.com` bound by consumer `c1`, prefixed.
+    pub fn gadgets() -> BoundResource {
+        BoundResource {
+            resource: "gadgets".into(),
+            kind: "Gadget".into(),
+            namespaced: false,
+            ..widgets()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::*;
+
+    #[test]
+    fn prefixed_names_round_trip() {
+        let gadgets = gadgets();
+        assert_eq!(gadgets.provider_name("g"), "kube-bind-c1-g");
+        assert_eq!(
+            gadgets.consumer_name("kube-bind-c1-g").as_deref(),
+            Some("g")
+        );
+        assert_eq!(gadgets.consumer_name("kube-bind-c2-g"), None);
+        assert_eq!(gadgets.consumer_name("kube-bind-c1-"), None);
+        assert_eq!(widgets().provider_name("w"), "w");
+    }
+}

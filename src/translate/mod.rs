@@ -1,0 +1,20 @@
+//! Consumer ⇄ provider translation: pure functions, no I/O.
+//!
+//! A request arrives in consumer terms (its namespaces, its names, no identity
+//! labels) and leaves in provider terms; a response comes back from the
+//! provider and leaves in consumer terms, with nothing of the provider's
+//! namespaces, another consumer or another export left in it.
+
+pub mod binding;
+pub mod continue_token;
+pub mod fields;
+pub mod identity;
+pub mod namespaces;
+pub mod objects;
+pub mod patch;
+pub mod request;
+pub mod response;
+
+pub use binding::{BoundResource, Isolation};
+pub use identity::IdentityHash;
+pub use namespaces::NamespaceMap;

@@ -1,0 +1,291 @@
+//! One object, either way: consumer → provider (namespace and cluster-scoped
+//! name mapped, identity labels stamped, reserved labels refused) and
+//! provider → consumer (identity checked, names mapped back, identity labels
+//! and their managed-fields entries removed).
+
+use super::binding::BoundResource;
+use super::identity::is_reserved_label;
+use serde_json::{Map, Value};
+
+/// Why a consumer's object cannot go to the provider.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The object sets a label bindery reserves.
+    ReservedLabel { name: String, key: String },
+}
+
+/// Whether a provider object may be shown to the consumer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Visibility {
+    Visible,
+    Hidden,
+}
+
+/// Rewrites a consumer object into provider terms, in place. `with_labels` is
+/// false for bodies without labels of their own (a Scale).
+pub fn object_down(
+    bound: &BoundResource,
+    object: &mut Value,
+    with_labels: bool,
+) -> Result<(), Refusal> {
+    let Some(object) = object.as_object_mut() else {
+        return Ok(());
+    };
+    let metadata = object
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Some(metadata) = metadata.as_object_mut() else {
+        return Ok(());
+    };
+    metadata_down(bound, metadata, with_labels)
+}
+
+/// Rewrites an object's `metadata` into provider terms, in place.
+pub fn metadata_down(
+    bound: &BoundResource,
+    metadata: &mut Map<String, Value>,
+    with_labels: bool,
+) -> Result<(), Refusal> {
+    let name = metadata
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    if with_labels {
+        if let Some(labels) = metadata.get("labels").and_then(Value::as_object)
+            && let Some(key) = labels.keys().find(|k| is_reserved_label(k))
+        {
+            return Err(Refusal::ReservedLabel {
+                name,
+                key: key.clone(),
+            });
+        }
+        stamp_labels(bound, metadata);
+    }
+    if bound.namespaced {
+        if let Some(Value::String(ns)) = metadata.get_mut("namespace")
+            && !ns.is_empty()
+        {
+            *ns = bound.namespaces.to_provider(ns);
+        }
+    } else {
+        for field in ["name", "generateName"] {
+            if let Some(Value::String(value)) = metadata.get_mut(field)
+                && !value.is_empty()
+            {
+                *value = bound.provider_name(value);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Sets the export's identity labels, keeping the consumer's own labels.
+pub fn stamp_labels(bound: &BoundResource, metadata: &mut Map<String, Value>) {
+    let labels = metadata
+        .entry("labels")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !labels.is_object() {
+        *labels = Value::Object(Map::new());
+    }
+    if let Some(labels) = labels.as_object_mut() {
+        for (key, value) in bound.identity_labels() {
+            labels.insert(key.to_string(), Value::String(value.to_string()));
+        }
+    }
+}
+
+/// Rewrites a provider object into consumer terms, in place, after checking
+/// that it belongs to this consumer's export. `with_labels` is false for
+/// bodies that carry no labels (a Scale): they are checked by name only.
+pub fn object_up(bound: &BoundResource, object: &mut Value, with_labels: bool) -> Visibility {
+    let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return Visibility::Hidden;
+    };
+    if with_labels && !carries_identity(bound, metadata) {
+        return Visibility::Hidden;
+    }
+    if bound.namespaced {
+        let Some(provider) = metadata.get("namespace").and_then(Value::as_str) else {
+            return Visibility::Hidden;
+        };
+        let Some(consumer) = bound.namespaces.to_consumer(provider) else {
+            return Visibility::Hidden;
+        };
+        metadata.insert("namespace".into(), Value::String(consumer));
+    } else {
+        let Some(provider) = metadata.get("name").and_then(Value::as_str) else {
+            return Visibility::Hidden;
+        };
+        let Some(consumer) = bound.consumer_name(provider) else {
+            return Visibility::Hidden;
+        };
+        metadata.insert("name".into(), Value::String(consumer));
+        if let Some(Value::String(generate)) = metadata.get_mut("generateName")
+            && let Some(consumer) = bound.consumer_name(generate)
+        {
+            *generate = consumer;
+        }
+    }
+    if with_labels {
+        strip_labels(metadata);
+    }
+    Visibility::Visible
+}
+
+fn carries_identity(bound: &BoundResource, metadata: &Map<String, Value>) -> bool {
+    let Some(labels) = metadata.get("labels").and_then(Value::as_object) else {
+        return false;
+    };
+    bound
+        .identity_labels()
+        .iter()
+        .all(|(key, value)| labels.get(*key).and_then(Value::as_str) == Some(*value))
+}
+
+/// Removes reserved labels, and their entries in `managedFields`, so the
+/// object reads as if they had never been set.
+fn strip_labels(metadata: &mut Map<String, Value>) {
+    if let Some(labels) = metadata.get_mut("labels").and_then(Value::as_object_mut) {
+        labels.retain(|key, _| !is_reserved_label(key));
+        if labels.is_empty() {
+            metadata.remove("labels");
+        }
+    }
+    if let Some(Value::Array(entries)) = metadata.get_mut("managedFields") {
+        for entry in entries.iter_mut() {
+            if let Some(fields) = entry.get_mut("fieldsV1") {
+                strip_managed_labels(fields);
+            }
+        }
+        entries.retain(|entry| {
+            entry
+                .get("fieldsV1")
+                .and_then(Value::as_object)
+                .is_none_or(|fields| !fields.is_empty())
+        });
+        if entries.is_empty() {
+            metadata.remove("managedFields");
+        }
+    }
+}
+
+/// Removes `f:metadata.f:labels.f:<reserved>` from one managed-fields set, and
+/// the parents it leaves holding only their own `.` marker.
+fn strip_managed_labels(fields: &mut Value) {
+    let Some(root) = fields.as_object_mut() else {
+        return;
+    };
+    let Some(metadata) = root.get_mut("f:metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if let Some(labels) = metadata.get_mut("f:labels").and_then(Value::as_object_mut) {
+        let before = labels.len();
+        labels.retain(|key, _| {
+            key.strip_prefix("f:")
+                .is_none_or(|label| !is_reserved_label(label))
+        });
+        let stripped = labels.len() != before;
+        if stripped && labels.keys().all(|k| k == ".") {
+            metadata.remove("f:labels");
+        }
+    }
+    if metadata.is_empty() {
+        root.remove("f:metadata");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::translate::binding::fixtures::{gadgets, widgets};
+    use serde_json::json;
+
+    #[test]
+    fn namespaced_object_round_trip() {
+        let w = widgets();
+        let mut object = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": "a", "namespace": "ns", "labels": {"app": "x"}}});
+        object_down(&w, &mut object, true).unwrap();
+        assert_eq!(object["metadata"]["namespace"], "kube-bind-c1-ns");
+        assert_eq!(object["metadata"]["labels"]["app"], "x");
+        assert_eq!(
+            object["metadata"]["labels"]["bindery.dev/export"],
+            w.identity.label_value()
+        );
+        assert_eq!(object["metadata"]["labels"]["bindery.dev/consumer"], "c1");
+
+        assert_eq!(object_up(&w, &mut object, true), Visibility::Visible);
+        assert_eq!(
+            object,
+            json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                "metadata": {"name": "a", "namespace": "ns", "labels": {"app": "x"}}})
+        );
+    }
+
+    #[test]
+    fn reserved_labels_are_refused() {
+        let mut object = json!({"metadata": {"name": "a", "labels": {"bindery.dev/export": "x"}}});
+        assert_eq!(
+            object_down(&widgets(), &mut object, true),
+            Err(Refusal::ReservedLabel {
+                name: "a".into(),
+                key: "bindery.dev/export".into()
+            })
+        );
+    }
+
+    #[test]
+    fn foreign_objects_are_hidden() {
+        let w = widgets();
+        let mut other_export = widgets();
+        other_export.identity = crate::translate::IdentityHash::of_secret(b"export-2");
+        let mut object = json!({"metadata": {"name": "a", "namespace": "ns"}});
+        object_down(&other_export, &mut object, true).unwrap();
+        assert_eq!(object_up(&w, &mut object.clone(), true), Visibility::Hidden);
+
+        let mut unlabelled = json!({"metadata": {"name": "a", "namespace": "kube-bind-c1-ns"}});
+        assert_eq!(object_up(&w, &mut unlabelled, true), Visibility::Hidden);
+
+        let mut elsewhere = json!({"metadata": {"name": "a", "namespace": "kube-bind-c2-ns"}});
+        stamp_labels(&w, elsewhere["metadata"].as_object_mut().unwrap());
+        assert_eq!(object_up(&w, &mut elsewhere, true), Visibility::Hidden);
+    }
+
+    #[test]
+    fn cluster_scoped_names_are_prefixed() {
+        let g = gadgets();
+        let mut object = json!({"metadata": {"generateName": "g-"}});
+        object_down(&g, &mut object, true).unwrap();
+        assert_eq!(object["metadata"]["generateName"], "kube-bind-c1-g-");
+        object["metadata"]["name"] = json!("kube-bind-c1-g-x1");
+        assert_eq!(object_up(&g, &mut object, true), Visibility::Visible);
+        assert_eq!(object["metadata"]["name"], "g-x1");
+        assert_eq!(object["metadata"]["generateName"], "g-");
+    }
+
+    #[test]
+    fn managed_fields_lose_identity_labels() {
+        let w = widgets();
+        let mut object = json!({"metadata": {"name": "a", "namespace": "kube-bind-c1-ns",
+        "managedFields": [
+            {"manager": "kubectl-create", "fieldsType": "FieldsV1", "fieldsV1": {
+                "f:metadata": {"f:labels": {".": {}, "f:bindery.dev/export": {}, "f:bindery.dev/consumer": {}}},
+                "f:spec": {".": {}, "f:size": {}}}},
+            {"manager": "labeller", "fieldsType": "FieldsV1", "fieldsV1": {
+                "f:metadata": {"f:labels": {".": {}, "f:app": {}, "f:bindery.dev/export": {}}}}}
+        ]}});
+        stamp_labels(&w, object["metadata"].as_object_mut().unwrap());
+        assert_eq!(object_up(&w, &mut object, true), Visibility::Visible);
+        assert_eq!(
+            object["metadata"]["managedFields"],
+            json!([
+                {"manager": "kubectl-create", "fieldsType": "FieldsV1", "fieldsV1": {
+                    "f:spec": {".": {}, "f:size": {}}}},
+                {"manager": "labeller", "fieldsType": "FieldsV1", "fieldsV1": {
+                    "f:metadata": {"f:labels": {".": {}, "f:app": {}}}}}
+            ])
+        );
+        assert!(object["metadata"].get("labels").is_none());
+    }
+}

@@ -2,7 +2,9 @@
 //! Every test here runs against real kube-apiserver, etcd and
 //! kube-controller-manager processes, and real kubectl.
 
+mod bindery;
 mod fixture;
 mod lifecycle;
 mod recording_server;
+mod serving;
 mod smoke;

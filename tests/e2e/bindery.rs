@@ -1,0 +1,197 @@
+//! bindery itself for the tests: `bindery serve` started once per test run
+//! against the provider cluster (with kube-bind's CRDs from `deploy/crds/`
+//! installed), and consumers set up the way the provider-side controllers
+//! will: a cluster namespace, a BoundSchema copied from a CRD, and an
+//! APIServiceExport with an identity.
+
+use crate::fixture::{Cluster, clusters, repo_root};
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+pub struct Bindery {
+    /// `https://127.0.0.1:<port>`
+    pub url: String,
+    pub pki: PathBuf,
+}
+
+/// The bindery of this test run, started on first use.
+pub fn bindery() -> &'static Bindery {
+    static BINDERY: OnceLock<Result<Bindery, String>> = OnceLock::new();
+    match BINDERY.get_or_init(start) {
+        Ok(bindery) => bindery,
+        Err(reason) => panic!("bindery is not available: {reason}"),
+    }
+}
+
+fn start() -> Result<Bindery, String> {
+    let provider = &clusters().provider;
+    // `BINDERY_TEST_CRDS` points at another set of kube-bind CRDs to test against.
+    let crds = std::env::var_os("BINDERY_TEST_CRDS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("deploy/crds"));
+    let output = provider.kubectl_output(&["apply", "-f", &crds.to_string_lossy()], None);
+    if !output.status.success() {
+        return Err(format!(
+            "installing {}: {}",
+            crds.display(),
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    provider.kubectl(&["wait", "--for=condition=Established", "--timeout=60s", "-f", &crds.to_string_lossy()]);
+    let pki = provider.pki.dir.parent().expect("pki dir has a parent").to_path_buf();
+    // The wrapper stops bindery when this test process exits, however it exits.
+    let mut child = Command::new("bash")
+        .arg("-c")
+        .arg(r#"owner=$1; shift; "$@" & child=$!; trap 'kill $child 2>/dev/null' EXIT; while kill -0 "$owner" 2>/dev/null && kill -0 "$child" 2>/dev/null; do sleep 0.5; done"#)
+        .arg("bindery-owner")
+        .arg(std::process::id().to_string())
+        .arg(env!("CARGO_BIN_EXE_bindery"))
+        .arg("serve")
+        .arg("--provider-kubeconfig")
+        .arg(&provider.kubeconfig)
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .arg("--pki")
+        .arg(&pki)
+        .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("starting bindery: {e}"))?;
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .map_err(|e| format!("reading bindery's address: {e}"))?;
+    let url = line
+        .trim()
+        .strip_prefix("bindery listening on ")
+        .ok_or_else(|| format!("bindery did not start (it printed {line:?}); its log is above"))?
+        .to_string();
+    Ok(Bindery { url, pki })
+}
+
+/// A consumer of the direct endpoint `/clusters/<id>`.
+pub struct Consumer {
+    pub id: String,
+    pub cluster_namespace: String,
+    pub kubeconfig: PathBuf,
+    pub base_url: String,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl Bindery {
+    /// Sets up consumer `id` with an export of the provider CRD `crd`
+    /// (`<plural>.<group>`), named `export`.
+    pub fn consumer(&self, id: &str, crd: &str, export: &str) -> Consumer {
+        let provider = &clusters().provider;
+        let cluster_namespace = format!("kube-bind-{id}");
+        let _ = provider.kubectl_output(&["create", "namespace", &cluster_namespace], None);
+        let spec = provider.kubectl(&["get", "crd", crd, "-o", "jsonpath={.spec}"]);
+        let spec: serde_json::Value = serde_json::from_str(&spec).expect("CRD spec is JSON");
+        let (plural, group) = crd.split_once('.').expect("crd is <plural>.<group>");
+        let bound_schema = serde_json::json!({
+            "apiVersion": "kube-bind.io/v1alpha2", "kind": "BoundSchema",
+            "metadata": {"name": crd, "namespace": cluster_namespace},
+            "spec": {
+                "informerScope": "Namespaced",
+                "group": spec["group"], "names": spec["names"], "scope": spec["scope"], "versions": spec["versions"],
+            },
+        });
+        provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&bound_schema.to_string()));
+        let export_object = serde_json::json!({
+            "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExport",
+            "metadata": {"name": export, "namespace": cluster_namespace},
+            "spec": {
+                "resources": [{"group": group, "resource": plural, "versions": ["v1"]}],
+                "informerScope": "Namespaced", "isolation": "Prefixed",
+            },
+        });
+        provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&export_object.to_string()));
+        let identity = sha256_hex(format!("{id}/{export}/{}", std::process::id()).as_bytes());
+        provider.kubectl(&[
+            "-n", &cluster_namespace, "patch", "apiserviceexport", export, "--subresource=status",
+            "--type=merge", "-p", &format!(r#"{{"status":{{"identityHash":"{identity}"}}}}"#),
+        ]);
+        let kubeconfig_text = Command::new(env!("CARGO_BIN_EXE_bindery"))
+            .args(["consumer-kubeconfig", "--consumer", id, "--server", &self.url, "--pki"])
+            .arg(&self.pki)
+            .output()
+            .expect("bindery consumer-kubeconfig runs");
+        assert!(kubeconfig_text.status.success(), "{}", String::from_utf8_lossy(&kubeconfig_text.stderr));
+        let kubeconfig = self.pki.join(format!("{id}.kubeconfig"));
+        std::fs::write(&kubeconfig, &kubeconfig_text.stdout).expect("writing the consumer kubeconfig");
+        let consumer = Consumer {
+            id: id.to_string(),
+            cluster_namespace,
+            kubeconfig,
+            base_url: format!("{}/clusters/{id}", self.url),
+            cert: self.pki.join(format!("bindery/consumers/{id}.crt")),
+            key: self.pki.join(format!("bindery/consumers/{id}.key")),
+        };
+        consumer.wait_until_served(group, plural);
+        consumer
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    bindery::translate::IdentityHash::of_secret(bytes).as_str().to_string()
+}
+
+impl Consumer {
+    /// Runs kubectl with this consumer's kubeconfig.
+    pub fn kubectl_output(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let as_cluster = Cluster {
+            name: "bindery",
+            kubeconfig: self.kubeconfig.clone(),
+            server: self.base_url.clone(),
+            pki: clusters().provider.pki.clone(),
+        };
+        as_cluster.kubectl_output(args, stdin)
+    }
+
+    /// Runs kubectl and fails the test if it fails.
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        let output = self.kubectl_output(args, None);
+        assert!(
+            output.status.success(),
+            "kubectl {} as consumer {} failed:\n{}",
+            args.join(" "),
+            self.id,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).expect("UTF-8")
+    }
+
+    /// A kube-rs client for this consumer.
+    pub async fn client(&self) -> kube::Client {
+        let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig).expect("consumer kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .expect("consumer config");
+        kube::Client::try_from(config).expect("consumer client")
+    }
+
+    /// Waits until bindery's catalog serves `<plural>.<group>` to this consumer.
+    fn wait_until_served(&self, group: &str, plural: &str) {
+        let path = format!("{}/apis/{group}/v1/{plural}", self.base_url);
+        for _ in 0..100 {
+            let output = Command::new("curl")
+                .args(["-sk", "-o", "/dev/null", "-w", "%{http_code}", "--cert"])
+                .arg(&self.cert)
+                .arg("--key")
+                .arg(&self.key)
+                .arg(&path)
+                .output()
+                .expect("curl runs");
+            if output.stdout == b"200" {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("bindery never served {plural}.{group} to consumer {}", self.id);
+    }
+}

@@ -129,19 +129,19 @@ impl ApiError {
 
     /// The `metav1.Status` body.
     pub fn to_status(&self) -> Value {
-        let mut status = json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
-        });
+        // Field order as kube-apiserver writes a Status.
+        let mut status = serde_json::Map::new();
+        status.insert("kind".into(), json!("Status"));
+        status.insert("apiVersion".into(), json!("v1"));
+        status.insert("metadata".into(), json!({}));
+        status.insert("status".into(), json!("Failure"));
+        status.insert("message".into(), json!(self.message));
+        status.insert("reason".into(), json!(self.reason));
         if let Some(details) = &self.details {
-            status["details"] = details.clone();
+            status.insert("details".into(), details.clone());
         }
-        status
+        status.insert("code".into(), json!(self.code));
+        Value::Object(status)
     }
 
     /// The response body and its content type.

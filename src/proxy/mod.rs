@@ -93,7 +93,7 @@ impl Proxy {
             .map(|(_, v)| v.as_str());
         let Some(verb) = Verb::of(&parts.method, &request, watch_query) else {
             return Err(ApiError::method_not_allowed(
-                parts.method.as_str(),
+                "",
                 &bound.group,
                 &bound.resource,
             ));

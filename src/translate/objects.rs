@@ -149,7 +149,7 @@ fn strip_labels(metadata: &mut Map<String, Value>) {
     if let Some(labels) = metadata.get_mut("labels").and_then(Value::as_object_mut) {
         labels.retain(|key, _| !is_reserved_label(key));
         if labels.is_empty() {
-            metadata.remove("labels");
+            metadata.shift_remove("labels");
         }
     }
     if let Some(Value::Array(entries)) = metadata.get_mut("managedFields") {
@@ -165,7 +165,7 @@ fn strip_labels(metadata: &mut Map<String, Value>) {
                 .is_none_or(|fields| !fields.is_empty())
         });
         if entries.is_empty() {
-            metadata.remove("managedFields");
+            metadata.shift_remove("managedFields");
         }
     }
 }
@@ -187,11 +187,11 @@ fn strip_managed_labels(fields: &mut Value) {
         });
         let stripped = labels.len() != before;
         if stripped && labels.keys().all(|k| k == ".") {
-            metadata.remove("f:labels");
+            metadata.shift_remove("f:labels");
         }
     }
     if metadata.is_empty() {
-        root.remove("f:metadata");
+        root.shift_remove("f:metadata");
     }
 }
 

@@ -20,7 +20,7 @@ pub fn merge_patch_down(
     match metadata.get("labels") {
         // `labels: null` removes every label: keep the identity ones.
         Some(Value::Null) => {
-            metadata.remove("labels");
+            metadata.shift_remove("labels");
             stamp_labels(bound, metadata);
         }
         Some(Value::Object(labels)) => {
@@ -74,7 +74,7 @@ pub fn json_patch_down(
                 operation.insert("op".into(), Value::String("replace".into()));
                 operation.insert(
                     "value".into(),
-                    metadata.remove("labels").unwrap_or_default(),
+                    metadata.shift_remove("labels").unwrap_or_default(),
                 );
             }
             ("add" | "replace", "/metadata/labels") => {
@@ -85,7 +85,7 @@ pub fn json_patch_down(
                     let mut metadata = Map::new();
                     metadata.insert("labels".into(), Value::Object(std::mem::take(labels)));
                     stamp_labels(bound, &mut metadata);
-                    *labels = match metadata.remove("labels") {
+                    *labels = match metadata.shift_remove("labels") {
                         Some(Value::Object(labels)) => labels,
                         _ => Map::new(),
                     };

@@ -34,6 +34,16 @@ pub fn clusters() -> &'static Clusters {
     }
 }
 
+/// The test binary's name without Cargo's hash (`e2e`, `conformance`): each
+/// test binary gets clusters of its own, in `target/<name>-run`.
+fn test_binary_name() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.file_name().map(|n| n.to_string_lossy().to_string()))
+        .and_then(|name| name.rsplit_once('-').map(|(stem, _)| stem.to_string()))
+        .unwrap_or_else(|| "tests".into())
+}
+
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -41,7 +51,7 @@ pub fn repo_root() -> PathBuf {
 fn start() -> Result<Clusters, String> {
     let run_dir = std::env::var_os("BINDERY_TEST_RUN_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target/e2e-run"));
+        .unwrap_or_else(|| repo_root().join(format!("target/{}-run", test_binary_name())));
     let output = cluster_script("up", &run_dir)
         .arg("--owner-pid")
         .arg(std::process::id().to_string())

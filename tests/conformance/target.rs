@@ -1,0 +1,178 @@
+//! Where a case runs: the CRD served directly by the provider (the
+//! reference), or the same resource served by bindery to a consumer. Each step
+//! becomes one normalized text, so the two runs can be compared line by line.
+
+use crate::case::Step;
+use crate::fixture::kubectl_path;
+use crate::normalize;
+use bytes::Bytes;
+use futures::StreamExt;
+use http_body_util::BodyExt;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+pub struct Target {
+    pub name: &'static str,
+    pub kubeconfig: PathBuf,
+    pub client: kube::Client,
+}
+
+pub type Vars = BTreeMap<String, String>;
+
+impl Target {
+    /// Runs one step and returns its normalized output.
+    pub async fn run(&self, step: &Step, vars: &mut Vars) -> String {
+        if step.kubectl.is_some() || step.args.is_some() {
+            return self.kubectl(step, vars);
+        }
+        if let Some(line) = &step.http {
+            return self.http(step, &substitute(line, vars), vars).await;
+        }
+        if let Some(path) = &step.watch {
+            return self.watch(step, &substitute(path, vars), vars).await;
+        }
+        "error: a step needs kubectl, args, http or watch".into()
+    }
+
+    fn kubectl(&self, step: &Step, vars: &Vars) -> String {
+        let mut args: Vec<String> = match (&step.args, &step.kubectl) {
+            (Some(args), _) => args.clone(),
+            (None, Some(line)) => line.split_whitespace().map(str::to_string).collect(),
+            (None, None) => Vec::new(),
+        };
+        args = args.iter().map(|a| substitute(a, vars)).collect();
+        let mut command = Command::new(kubectl_path());
+        command
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(&args)
+            .stdin(if step.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = match command.spawn() {
+            Ok(child) => child,
+            Err(e) => return format!("cannot run kubectl: {e}"),
+        };
+        if let Some(input) = &step.stdin {
+            use std::io::Write;
+            let mut pipe = child.stdin.take().expect("stdin is piped");
+            let _ = pipe.write_all(substitute(input, vars).as_bytes());
+        }
+        let output = child.wait_with_output().expect("kubectl finishes");
+        format!(
+            "$ kubectl {}\nexit: {}\n--- stdout\n{}\n--- stderr\n{}",
+            args.join(" "),
+            output.status.code().unwrap_or(-1),
+            normalize::text(&String::from_utf8_lossy(&output.stdout)),
+            normalize::text(&String::from_utf8_lossy(&output.stderr)),
+        )
+    }
+
+    fn request(&self, method: &str, path: &str, step: &Step, vars: &Vars) -> http::Request<kube::client::Body> {
+        let mut builder = http::Request::builder().method(method).uri(path);
+        for (name, value) in &step.headers {
+            builder = builder.header(name, substitute(value, vars));
+        }
+        let body = match &step.body {
+            None => Vec::new(),
+            Some(serde_yaml::Value::String(text)) => substitute(text, vars).into_bytes(),
+            Some(value) => {
+                let json = serde_json::to_string(value).expect("YAML body converts to JSON");
+                substitute(&json, vars).into_bytes()
+            }
+        };
+        builder.body(kube::client::Body::from(body)).expect("a valid request")
+    }
+
+    async fn http(&self, step: &Step, line: &str, vars: &mut Vars) -> String {
+        let (method, path) = line.split_once(' ').unwrap_or(("GET", line));
+        let response = match self.client.send(self.request(method, path, step, vars)).await {
+            Ok(response) => response,
+            Err(e) => return format!("{line}\ntransport error: {e}"),
+        };
+        let status = response.status().as_u16();
+        let content_type = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let warnings: Vec<String> = response
+            .headers()
+            .get_all("warning")
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(normalize::text))
+            .collect();
+        let body = response.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        format!(
+            "{line}\nstatus: {status}\ncontent-type: {content_type}\nwarnings: {warnings:?}\n{}",
+            render_body(&body, &step.capture, vars)
+        )
+    }
+
+    async fn watch(&self, step: &Step, path: &str, vars: &mut Vars) -> String {
+        let response = match self.client.send(self.request("GET", path, step, vars)).await {
+            Ok(response) => response,
+            Err(e) => return format!("WATCH {path}\ntransport error: {e}"),
+        };
+        let status = response.status().as_u16();
+        let mut out = format!("WATCH {path}\nstatus: {status}\n");
+        let mut during = Vec::new();
+        for inner in &step.during {
+            during.push(Box::pin(self.run(inner, vars)).await);
+        }
+        let want = step.events.unwrap_or(usize::MAX);
+        let mut body = response.into_body().into_data_stream();
+        let mut pending = Vec::new();
+        let mut events = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        while events.len() < want {
+            let next = tokio::time::timeout_at(deadline, body.next()).await;
+            let Ok(Some(Ok(chunk))) = next else { break };
+            let chunk: Bytes = chunk;
+            pending.extend_from_slice(&chunk);
+            while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=end).collect();
+                if !line.trim_ascii().is_empty() {
+                    events.push(render_body(&line, &BTreeMap::new(), &mut Vars::new()));
+                }
+            }
+        }
+        for (i, text) in during.iter().enumerate() {
+            out.push_str(&format!("--- during step {i}\n{text}\n"));
+        }
+        for (i, event) in events.iter().enumerate() {
+            out.push_str(&format!("--- event {i}\n{event}\n"));
+        }
+        out
+    }
+}
+
+/// A body as normalized, pretty JSON (or normalized text), capturing variables.
+fn render_body(body: &[u8], capture: &BTreeMap<String, String>, vars: &mut Vars) -> String {
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(mut value) => {
+            for (name, path) in capture {
+                let found = path.split('.').try_fold(&value, |v, key| v.get(key));
+                if let Some(found) = found {
+                    let text = found.as_str().map(str::to_string).unwrap_or_else(|| found.to_string());
+                    vars.insert(name.clone(), text);
+                }
+            }
+            normalize::json(&mut value);
+            serde_json::to_string_pretty(&value).expect("JSON serializes")
+        }
+        Err(_) => normalize::text(&String::from_utf8_lossy(body)),
+    }
+}
+
+/// Replaces `{{name}}` with the variable's value.
+fn substitute(text: &str, vars: &Vars) -> String {
+    let mut out = text.to_string();
+    for (name, value) in vars {
+        out = out.replace(&format!("{{{{{name}}}}}"), value);
+    }
+    out
+}

@@ -5,6 +5,7 @@
 //! step of it; modules that are still empty say which issue fills them.
 #![forbid(unsafe_code)]
 
+pub mod api;
 pub mod auth;
 pub mod catalog;
 pub mod certs;

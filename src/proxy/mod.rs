@@ -99,6 +99,18 @@ impl Proxy {
             ));
         };
         let content_type = header(&parts, CONTENT_TYPE);
+        // A named write must target the consumer's own object; its current
+        // labels let a patch that clears labels keep the identity ones.
+        let current = match &request.name {
+            Some(name) if matches!(verb, Verb::Update | Verb::Patch | Verb::Delete) => {
+                self.current_object(served, &request, name).await?
+            }
+            _ => None,
+        };
+        let current_labels = current
+            .as_ref()
+            .and_then(|o| o.pointer("/metadata/labels"))
+            .and_then(serde_json::Value::as_object);
         let provider = request_down(
             bound,
             &request,
@@ -107,18 +119,13 @@ impl Proxy {
             content_type.as_deref(),
             &body,
             &self.tokens,
+            current_labels,
         )
         .map_err(|e| request_error(served, e))?;
-
         if let Some(ns) = &request.namespace
             && creates(verb, content_type.as_deref())
         {
             self.namespaces.ensure(bound, ns).await?;
-        }
-        if let Some(name) = &request.name
-            && matches!(verb, Verb::Update | Verb::Patch | Verb::Delete)
-        {
-            self.check_owner(served, &request, name).await?;
         }
 
         let (accept, to_yaml) =
@@ -221,14 +228,15 @@ impl Proxy {
         ))
     }
 
-    /// A named write must target an object of the consumer's export: one that
-    /// exists and is someone else's reads as not found.
-    async fn check_owner(
+    /// The provider's current object behind a named write, in provider terms;
+    /// `None` when there is none (the write itself then answers, or, for an
+    /// apply, creates). One that is someone else's reads as not found.
+    async fn current_object(
         &self,
         served: &ServedResource,
         request: &ResourceRequest,
         name: &str,
-    ) -> Result<(), ApiError> {
+    ) -> Result<Option<serde_json::Value>, ApiError> {
         let bound = &served.bound;
         let mut path = format!("/apis/{}/{}", request.group, request.version);
         if let Some(ns) = &request.namespace {
@@ -253,8 +261,7 @@ impl Proxy {
                 ApiError::unavailable(format!("the provider cannot be reached: {e}"))
             })?;
         if response.status() == StatusCode::NOT_FOUND {
-            // The write itself answers (or, for apply, creates).
-            return Ok(());
+            return Ok(None);
         }
         let bytes = response
             .into_body()
@@ -262,12 +269,12 @@ impl Proxy {
             .await
             .map_err(|e| ApiError::unavailable(e.to_string()))?
             .to_bytes();
-        let mut object: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        let object: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
         if object.get("kind").and_then(|k| k.as_str()) == Some("Status") {
-            return Ok(());
+            return Ok(None);
         }
-        match object_up(bound, &mut object, true) {
-            Visibility::Visible => Ok(()),
+        match object_up(bound, &mut object.clone(), true) {
+            Visibility::Visible => Ok(Some(object)),
             Visibility::Hidden => Err(ApiError::object_not_found(
                 &bound.group,
                 &bound.resource,

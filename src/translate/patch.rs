@@ -9,10 +9,13 @@ use serde_json::{Map, Value};
 
 /// A JSON merge patch (`application/merge-patch+json`), in place. The object's
 /// `name` is the target's, for messages.
+/// `current_labels` are the target's labels now: `labels: null` must remove
+/// those of the consumer's and keep the identity ones.
 pub fn merge_patch_down(
     bound: &BoundResource,
     patch: &mut Value,
     name: &str,
+    current_labels: Option<&Map<String, Value>>,
 ) -> Result<(), Refusal> {
     let Some(metadata) = patch.get_mut("metadata").and_then(Value::as_object_mut) else {
         return Ok(());
@@ -20,7 +23,13 @@ pub fn merge_patch_down(
     match metadata.get("labels") {
         // `labels: null` removes every label: keep the identity ones.
         Some(Value::Null) => {
-            metadata.shift_remove("labels");
+            let removals: Map<String, Value> = current_labels
+                .into_iter()
+                .flatten()
+                .filter(|(key, _)| !is_reserved_label(key))
+                .map(|(key, _)| (key.clone(), Value::Null))
+                .collect();
+            metadata.insert("labels".into(), Value::Object(removals));
             stamp_labels(bound, metadata);
         }
         Some(Value::Object(labels)) => {
@@ -144,16 +153,16 @@ mod tests {
         let w = widgets();
         let mut patch =
             json!({"metadata": {"labels": null, "namespace": "ns"}, "spec": {"size": "big"}});
-        merge_patch_down(&w, &mut patch, "a").unwrap();
+        merge_patch_down(&w, &mut patch, "a", None).unwrap();
         assert_eq!(patch["metadata"]["namespace"], "kube-bind-c1-ns");
         assert_eq!(patch["metadata"]["labels"]["bindery.dev/consumer"], "c1");
         assert_eq!(patch["spec"]["size"], "big");
 
         let mut patch = json!({"metadata": {"labels": {"bindery.dev/consumer": null}}});
-        assert!(merge_patch_down(&w, &mut patch, "a").is_err());
+        assert!(merge_patch_down(&w, &mut patch, "a", None).is_err());
 
         let mut patch = json!({"metadata": {"labels": {"app": "x"}}});
-        merge_patch_down(&w, &mut patch, "a").unwrap();
+        merge_patch_down(&w, &mut patch, "a", None).unwrap();
         assert_eq!(patch, json!({"metadata": {"labels": {"app": "x"}}}));
     }
 
@@ -193,7 +202,7 @@ mod tests {
         fn arbitrary_patches_never_panic(raw in "\\PC{0,60}") {
             if let Ok(mut value) = serde_json::from_str::<Value>(&raw) {
                 let _ = json_patch_down(&widgets(), &mut value.clone(), "a");
-                let _ = merge_patch_down(&gadgets(), &mut value, "a");
+                let _ = merge_patch_down(&gadgets(), &mut value, "a", None);
             }
         }
     }

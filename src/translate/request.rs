@@ -6,7 +6,7 @@ use super::fields;
 use super::objects::{Refusal, object_down};
 use super::patch::{json_patch_down, merge_patch_down};
 use crate::route::{ResourceRequest, Verb};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// The request bindery sends to the provider.
 #[derive(Debug, PartialEq)]
@@ -52,9 +52,19 @@ pub fn request_down(
     content_type: Option<&str>,
     body: &[u8],
     tokens: &ContinueTokens,
+    current_labels: Option<&Map<String, Value>>,
 ) -> Result<ProviderRequest, RequestError> {
     let path = provider_path(bound, request);
-    let collection = matches!(verb, Verb::List | Verb::Watch | Verb::DeleteCollection);
+    // Lists and watches across namespaces are narrowed to the export by label;
+    // within one namespace (the consumer's alone) every object's identity is
+    // checked on the way back instead, which keeps kube-apiserver's
+    // `remainingItemCount` (it is not given for label-selected lists).
+    // A deletecollection is always narrowed: it must never touch another's object.
+    let collection = match verb {
+        Verb::List | Verb::Watch => request.namespace.is_none(),
+        Verb::DeleteCollection => true,
+        _ => false,
+    };
     let mut out_query = Vec::with_capacity(query.len() + 1);
     let mut saw_label_selector = false;
     for (key, value) in query {
@@ -75,7 +85,9 @@ pub fn request_down(
         out_query.push(("labelSelector".into(), fields::label_selector(bound, None)));
     }
     let body = match verb {
-        Verb::Create | Verb::Update | Verb::Patch => body_down(bound, request, content_type, body)?,
+        Verb::Create | Verb::Update | Verb::Patch => {
+            body_down(bound, request, content_type, body, current_labels)?
+        }
         _ => None,
     };
     Ok(ProviderRequest {
@@ -118,6 +130,7 @@ fn body_down(
     request: &ResourceRequest,
     content_type: Option<&str>,
     body: &[u8],
+    current_labels: Option<&Map<String, Value>>,
 ) -> Result<Option<(String, Vec<u8>)>, Refusal> {
     let media_type = content_type
         .and_then(|ct| ct.split(';').next())
@@ -148,7 +161,9 @@ fn body_down(
         _ => return Ok(None),
     };
     match media_type.as_str() {
-        "application/merge-patch+json" => merge_patch_down(bound, &mut value, name)?,
+        "application/merge-patch+json" => {
+            merge_patch_down(bound, &mut value, name, current_labels)?
+        }
         "application/json-patch+json" => json_patch_down(bound, &mut value, name)?,
         _ => object_down(bound, &mut value, with_labels)?,
     }
@@ -204,6 +219,7 @@ mod tests {
             None,
             b"",
             &tokens,
+            None,
         )
         .unwrap();
         assert_eq!(
@@ -215,10 +231,45 @@ mod tests {
             pairs(&[
                 ("limit", "2"),
                 ("fieldSelector", "metadata.namespace=kube-bind-c1-ns"),
-                ("labelSelector", &w.identity_selector()),
-            ])
+            ]),
+            "a list in one namespace is checked object by object"
         );
         assert_eq!(out.body, None);
+
+        let all = resource("/clusters/c1/apis/example.com/v1/widgets");
+        for verb in [Verb::List, Verb::Watch] {
+            let out = request_down(
+                &w,
+                &all,
+                verb,
+                &pairs(&[("labelSelector", "a=b")]),
+                None,
+                b"",
+                &tokens,
+                None,
+            )
+            .unwrap();
+            assert_eq!(out.path, "/apis/example.com/v1/widgets");
+            assert_eq!(
+                out.query,
+                pairs(&[("labelSelector", &format!("a=b,{}", w.identity_selector()))])
+            );
+        }
+        let out = request_down(
+            &w,
+            &r,
+            Verb::DeleteCollection,
+            &[],
+            None,
+            b"",
+            &tokens,
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            out.query,
+            pairs(&[("labelSelector", &w.identity_selector())])
+        );
     }
 
     #[test]
@@ -235,6 +286,7 @@ mod tests {
             None,
             b"",
             &tokens,
+            None,
         )
         .unwrap();
         assert!(out.query.contains(&("continue".into(), "upstream".into())));
@@ -248,7 +300,8 @@ mod tests {
                 &pairs(&[("continue", &sealed)]),
                 None,
                 b"",
-                &tokens
+                &tokens,
+                None,
             ),
             Err(RequestError::Continue(TokenError::Forged))
         );
@@ -267,6 +320,7 @@ mod tests {
             Some("application/json"),
             body,
             &ContinueTokens::random(),
+            None,
         )
         .unwrap();
         let (content_type, bytes) = out.body.unwrap();
@@ -289,6 +343,7 @@ mod tests {
             Some("application/apply-patch+yaml"),
             yaml,
             &ContinueTokens::random(),
+            None,
         )
         .unwrap();
         let (content_type, bytes) = out.body.unwrap();
@@ -304,6 +359,7 @@ mod tests {
             Some("application/json"),
             b"{nope",
             &ContinueTokens::random(),
+            None,
         )
         .unwrap();
         assert_eq!(out.body, None);
@@ -315,6 +371,7 @@ mod tests {
             Some("application/strategic-merge-patch+json"),
             b"{}",
             &ContinueTokens::random(),
+            None,
         )
         .unwrap();
         assert_eq!(out.body, None);

@@ -54,9 +54,15 @@ pub fn load(dir: &Path) -> Result<Vec<(String, Case)>, String> {
     files.sort();
     let mut cases = Vec::new();
     for file in files {
-        let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
-        let parsed: Vec<Case> = serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?;
-        let stem = file.file_stem().unwrap_or_default().to_string_lossy().to_string();
+        let text =
+            std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let parsed: Vec<Case> =
+            serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+        let stem = file
+            .file_stem()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
         cases.extend(parsed.into_iter().map(|c| (stem.clone(), c)));
     }
     Ok(cases)

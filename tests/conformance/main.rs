@@ -30,17 +30,35 @@ fn main() {
 }
 
 async fn run(filter: Option<&str>) -> bool {
-    let cases = case::load(&repo_root().join("conformance/cases")).unwrap_or_else(|e| panic!("loading cases: {e}"));
+    let cases = case::load(&repo_root().join("conformance/cases"))
+        .unwrap_or_else(|e| panic!("loading cases: {e}"));
     let provider = &clusters().provider;
-    provider.kubectl(&["apply", "-f", &repo_root().join("conformance/crds").to_string_lossy()]);
-    provider.kubectl(&["wait", "--for=condition=Established", "--timeout=60s", &format!("crd/{CRD}")]);
+    provider.kubectl(&[
+        "apply",
+        "-f",
+        &repo_root().join("conformance/crds").to_string_lossy(),
+    ]);
+    provider.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        &format!("crd/{CRD}"),
+    ]);
     for ns in NAMESPACES {
         let _ = provider.kubectl_output(&["create", "namespace", ns], None);
     }
     let consumer = bindery::bindery().consumer("conformance", CRD, "widgets");
     let targets = [
-        Target { name: "direct", kubeconfig: provider.kubeconfig.clone(), client: provider.client().await },
-        Target { name: "bindery", kubeconfig: consumer.kubeconfig.clone(), client: consumer.client().await },
+        Target {
+            name: "direct",
+            kubeconfig: provider.kubeconfig.clone(),
+            client: provider.client().await,
+        },
+        Target {
+            name: "bindery",
+            kubeconfig: consumer.kubeconfig.clone(),
+            client: consumer.client().await,
+        },
     ];
     let (mut passed, mut failed) = (0, 0);
     for (file, case) in &cases {
@@ -81,13 +99,37 @@ async fn run(filter: Option<&str>) -> bool {
 
 /// Deletes every Widget on the provider, finalizers and all, and waits.
 fn clean(provider: &fixture::Cluster) {
-    let names = provider.kubectl(&["get", "widgets.conformance.bindery.dev", "-A", "-o",
-        "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}"]);
+    let names = provider.kubectl(&[
+        "get",
+        "widgets.conformance.bindery.dev",
+        "-A",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}",
+    ]);
     for line in names.lines().filter(|l| !l.is_empty()) {
         let (ns, name) = line.split_once('/').expect("namespace/name");
-        let _ = provider.kubectl_output(&["-n", ns, "patch", "widgets.conformance.bindery.dev", name, "--type=merge", "-p", r#"{"metadata":{"finalizers":null}}"#], None);
+        let _ = provider.kubectl_output(
+            &[
+                "-n",
+                ns,
+                "patch",
+                "widgets.conformance.bindery.dev",
+                name,
+                "--type=merge",
+                "-p",
+                r#"{"metadata":{"finalizers":null}}"#,
+            ],
+            None,
+        );
     }
-    provider.kubectl(&["delete", "widgets.conformance.bindery.dev", "-A", "--all", "--wait=true", "--timeout=60s"]);
+    provider.kubectl(&[
+        "delete",
+        "widgets.conformance.bindery.dev",
+        "-A",
+        "--all",
+        "--wait=true",
+        "--timeout=60s",
+    ]);
 }
 
 /// The lines of `reference` and `bindery` that differ.
@@ -95,9 +137,14 @@ fn diff(reference: &str, bindery: &str) -> String {
     let (a, b): (Vec<&str>, Vec<&str>) = (reference.lines().collect(), bindery.lines().collect());
     let mut out = String::new();
     for i in 0..a.len().max(b.len()) {
-        let (x, y) = (a.get(i).copied().unwrap_or("<none>"), b.get(i).copied().unwrap_or("<none>"));
+        let (x, y) = (
+            a.get(i).copied().unwrap_or("<none>"),
+            b.get(i).copied().unwrap_or("<none>"),
+        );
         if x != y {
-            out.push_str(&format!("    line {i}\n      direct:  {x}\n      bindery: {y}\n"));
+            out.push_str(&format!(
+                "    line {i}\n      direct:  {x}\n      bindery: {y}\n"
+            ));
         }
     }
     out

@@ -3,7 +3,14 @@
 
 use serde_json::Value;
 
-const PLACEHOLDER_KEYS: &[&str] = &["uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "time", "continue"];
+const PLACEHOLDER_KEYS: &[&str] = &[
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "time",
+    "continue",
+];
 
 /// Normalizes a JSON value in place.
 pub fn json(value: &mut Value) {
@@ -11,7 +18,9 @@ pub fn json(value: &mut Value) {
     match value {
         Value::Object(map) => {
             for (key, item) in map.iter_mut() {
-                if PLACEHOLDER_KEYS.contains(&key.as_str()) && item.as_str().is_some_and(|s| !s.is_empty()) {
+                if PLACEHOLDER_KEYS.contains(&key.as_str())
+                    && item.as_str().is_some_and(|s| !s.is_empty())
+                {
                     *item = Value::String(format!("<{key}>"));
                 } else {
                     json(item);
@@ -36,10 +45,14 @@ fn text_line(line: &str) -> String {
     while let Some(i) = rest.find("https://127.0.0.1:") {
         out.push_str(&rest[..i]);
         let tail = &rest[i + "https://127.0.0.1:".len()..];
-        let port_end = tail.find(|c: char| !c.is_ascii_digit()).unwrap_or(tail.len());
+        let port_end = tail
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(tail.len());
         let mut tail = &tail[port_end..];
         if let Some(after) = tail.strip_prefix("/clusters/") {
-            let end = after.find(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).unwrap_or(after.len());
+            let end = after
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .unwrap_or(after.len());
             tail = &after[end..];
         }
         out.push_str("<server>");
@@ -70,7 +83,11 @@ fn words(line: &str) -> String {
         }
     }
     let joined = out.join(" ");
-    mask_after(&mask_after(&joined, "resourceVersion: \""), "resourceVersion\":\"")
+    let masked = mask_after(&joined, "resourceVersion: \"");
+    mask_after(
+        &mask_after(&masked, "resourceVersion\":\""),
+        "resourceVersion=",
+    )
 }
 
 fn mask_after(text: &str, marker: &str) -> String {
@@ -79,7 +96,9 @@ fn mask_after(text: &str, marker: &str) -> String {
     while let Some(i) = rest.find(marker) {
         out.push_str(&rest[..i + marker.len()]);
         let tail = &rest[i + marker.len()..];
-        let end = tail.find(|c: char| !c.is_ascii_digit()).unwrap_or(tail.len());
+        let end = tail
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(tail.len());
         out.push_str(if end > 0 { "<rv>" } else { "" });
         rest = &tail[end..];
     }
@@ -90,11 +109,17 @@ fn mask_after(text: &str, marker: &str) -> String {
 fn is_uid(s: &str) -> bool {
     let parts: Vec<&str> = s.split('-').collect();
     parts.len() == 5
-        && [8, 4, 4, 4, 12].iter().zip(&parts).all(|(n, p)| p.len() == *n && p.chars().all(|c| c.is_ascii_hexdigit()))
+        && [8, 4, 4, 4, 12]
+            .iter()
+            .zip(&parts)
+            .all(|(n, p)| p.len() == *n && p.chars().all(|c| c.is_ascii_hexdigit()))
 }
 
 fn is_time(s: &str) -> bool {
-    s.len() >= 20 && s.as_bytes().get(4) == Some(&b'-') && s.as_bytes().get(10) == Some(&b'T') && s.ends_with('Z')
+    s.len() >= 20
+        && s.as_bytes().get(4) == Some(&b'-')
+        && s.as_bytes().get(10) == Some(&b'T')
+        && s.ends_with('Z')
 }
 
 fn is_age(s: &str) -> bool {
@@ -119,7 +144,11 @@ fn generated_name(value: &mut Value) {
     let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
-    let Some(prefix) = metadata.get("generateName").and_then(Value::as_str).map(str::to_string) else {
+    let Some(prefix) = metadata
+        .get("generateName")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+    else {
         return;
     };
     if let Some(Value::String(name)) = metadata.get_mut("name")

@@ -27,11 +27,15 @@ impl Target {
         if step.kubectl.is_some() || step.args.is_some() {
             return self.kubectl(step, vars);
         }
+        // The step's own text (before variables) heads its output: the
+        // values differ between targets, the requests do not.
         if let Some(line) = &step.http {
-            return self.http(step, &substitute(line, vars), vars).await;
+            let head = line.clone();
+            return self.http(step, &substitute(line, vars), &head, vars).await;
         }
         if let Some(path) = &step.watch {
-            return self.watch(step, &substitute(path, vars), vars).await;
+            let head = format!("WATCH {path}");
+            return self.watch(step, &substitute(path, vars), &head, vars).await;
         }
         "error: a step needs kubectl, args, http or watch".into()
     }
@@ -48,7 +52,11 @@ impl Target {
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .args(&args)
-            .stdin(if step.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdin(if step.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = match command.spawn() {
@@ -70,7 +78,13 @@ impl Target {
         )
     }
 
-    fn request(&self, method: &str, path: &str, step: &Step, vars: &Vars) -> http::Request<kube::client::Body> {
+    fn request(
+        &self,
+        method: &str,
+        path: &str,
+        step: &Step,
+        vars: &Vars,
+    ) -> http::Request<kube::client::Body> {
         let mut builder = http::Request::builder().method(method).uri(path);
         for (name, value) in &step.headers {
             builder = builder.header(name, substitute(value, vars));
@@ -83,14 +97,20 @@ impl Target {
                 substitute(&json, vars).into_bytes()
             }
         };
-        builder.body(kube::client::Body::from(body)).expect("a valid request")
+        builder
+            .body(kube::client::Body::from(body))
+            .expect("a valid request")
     }
 
-    async fn http(&self, step: &Step, line: &str, vars: &mut Vars) -> String {
+    async fn http(&self, step: &Step, line: &str, head: &str, vars: &mut Vars) -> String {
         let (method, path) = line.split_once(' ').unwrap_or(("GET", line));
-        let response = match self.client.send(self.request(method, path, step, vars)).await {
+        let response = match self
+            .client
+            .send(self.request(method, path, step, vars))
+            .await
+        {
             Ok(response) => response,
-            Err(e) => return format!("{line}\ntransport error: {e}"),
+            Err(e) => return format!("{head}\ntransport error: {e}"),
         };
         let status = response.status().as_u16();
         let content_type = response
@@ -105,20 +125,29 @@ impl Target {
             .iter()
             .filter_map(|v| v.to_str().ok().map(normalize::text))
             .collect();
-        let body = response.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
         format!(
-            "{line}\nstatus: {status}\ncontent-type: {content_type}\nwarnings: {warnings:?}\n{}",
+            "{head}\nstatus: {status}\ncontent-type: {content_type}\nwarnings: {warnings:?}\n{}",
             render_body(&body, &step.capture, vars)
         )
     }
 
-    async fn watch(&self, step: &Step, path: &str, vars: &mut Vars) -> String {
-        let response = match self.client.send(self.request("GET", path, step, vars)).await {
+    async fn watch(&self, step: &Step, path: &str, head: &str, vars: &mut Vars) -> String {
+        let response = match self
+            .client
+            .send(self.request("GET", path, step, vars))
+            .await
+        {
             Ok(response) => response,
-            Err(e) => return format!("WATCH {path}\ntransport error: {e}"),
+            Err(e) => return format!("{head}\ntransport error: {e}"),
         };
         let status = response.status().as_u16();
-        let mut out = format!("WATCH {path}\nstatus: {status}\n");
+        let mut out = format!("{head}\nstatus: {status}\n");
         let mut during = Vec::new();
         for inner in &step.during {
             during.push(Box::pin(self.run(inner, vars)).await);
@@ -157,7 +186,10 @@ fn render_body(body: &[u8], capture: &BTreeMap<String, String>, vars: &mut Vars)
             for (name, path) in capture {
                 let found = path.split('.').try_fold(&value, |v, key| v.get(key));
                 if let Some(found) = found {
-                    let text = found.as_str().map(str::to_string).unwrap_or_else(|| found.to_string());
+                    let text = found
+                        .as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| found.to_string());
                     vars.insert(name.clone(), text);
                 }
             }

@@ -39,8 +39,19 @@ fn start() -> Result<Bindery, String> {
             String::from_utf8_lossy(&output.stderr)
         ));
     }
-    provider.kubectl(&["wait", "--for=condition=Established", "--timeout=60s", "-f", &crds.to_string_lossy()]);
-    let pki = provider.pki.dir.parent().expect("pki dir has a parent").to_path_buf();
+    provider.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "-f",
+        &crds.to_string_lossy(),
+    ]);
+    let pki = provider
+        .pki
+        .dir
+        .parent()
+        .expect("pki dir has a parent")
+        .to_path_buf();
     // The wrapper stops bindery when this test process exits, however it exits.
     let mut child = Command::new("bash")
         .arg("-c")
@@ -113,17 +124,36 @@ impl Bindery {
         provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&export_object.to_string()));
         let identity = sha256_hex(format!("{id}/{export}/{}", std::process::id()).as_bytes());
         provider.kubectl(&[
-            "-n", &cluster_namespace, "patch", "apiserviceexport", export, "--subresource=status",
-            "--type=merge", "-p", &format!(r#"{{"status":{{"identityHash":"{identity}"}}}}"#),
+            "-n",
+            &cluster_namespace,
+            "patch",
+            "apiserviceexport",
+            export,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &format!(r#"{{"status":{{"identityHash":"{identity}"}}}}"#),
         ]);
         let kubeconfig_text = Command::new(env!("CARGO_BIN_EXE_bindery"))
-            .args(["consumer-kubeconfig", "--consumer", id, "--server", &self.url, "--pki"])
+            .args([
+                "consumer-kubeconfig",
+                "--consumer",
+                id,
+                "--server",
+                &self.url,
+                "--pki",
+            ])
             .arg(&self.pki)
             .output()
             .expect("bindery consumer-kubeconfig runs");
-        assert!(kubeconfig_text.status.success(), "{}", String::from_utf8_lossy(&kubeconfig_text.stderr));
+        assert!(
+            kubeconfig_text.status.success(),
+            "{}",
+            String::from_utf8_lossy(&kubeconfig_text.stderr)
+        );
         let kubeconfig = self.pki.join(format!("{id}.kubeconfig"));
-        std::fs::write(&kubeconfig, &kubeconfig_text.stdout).expect("writing the consumer kubeconfig");
+        std::fs::write(&kubeconfig, &kubeconfig_text.stdout)
+            .expect("writing the consumer kubeconfig");
         let consumer = Consumer {
             id: id.to_string(),
             cluster_namespace,
@@ -138,7 +168,9 @@ impl Bindery {
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
-    bindery::translate::IdentityHash::of_secret(bytes).as_str().to_string()
+    bindery::translate::IdentityHash::of_secret(bytes)
+        .as_str()
+        .to_string()
 }
 
 impl Consumer {
@@ -168,7 +200,8 @@ impl Consumer {
 
     /// A kube-rs client for this consumer.
     pub async fn client(&self) -> kube::Client {
-        let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig).expect("consumer kubeconfig");
+        let kubeconfig =
+            kube::config::Kubeconfig::read_from(&self.kubeconfig).expect("consumer kubeconfig");
         let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
             .await
             .expect("consumer config");
@@ -192,6 +225,9 @@ impl Consumer {
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
-        panic!("bindery never served {plural}.{group} to consumer {}", self.id);
+        panic!(
+            "bindery never served {plural}.{group} to consumer {}",
+            self.id
+        );
     }
 }

@@ -6,7 +6,9 @@
 use crate::bindery::{Consumer, bindery};
 use crate::fixture::clusters;
 use futures::{StreamExt, TryStreamExt};
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams,
+};
 use serde_json::json;
 use std::sync::OnceLock;
 
@@ -70,29 +72,49 @@ async fn objects_live_on_the_provider_in_the_consumers_namespace() {
     let consumer = consumer("serve-a");
     let api = gizmos(consumer.client().await, "team");
     let created = api
-        .create(&PostParams::default(), &gizmo("g1", "red", json!({"app": "x"})))
+        .create(
+            &PostParams::default(),
+            &gizmo("g1", "red", json!({"app": "x"})),
+        )
         .await
         .expect("create through bindery");
     assert_eq!(created.metadata.namespace.as_deref(), Some("team"));
-    assert_eq!(created.metadata.labels.as_ref().unwrap().len(), 1, "only the consumer's own labels");
+    assert_eq!(
+        created.metadata.labels.as_ref().unwrap().len(),
+        1,
+        "only the consumer's own labels"
+    );
 
     // On the provider: in the mapped namespace, stamped with the identity labels.
     let provider = clusters().provider.client().await;
     let provider_ns = format!("{}-team", consumer.cluster_namespace);
-    let upstream = gizmos(provider, &provider_ns).get("g1").await.expect("object is on the provider");
+    let upstream = gizmos(provider, &provider_ns)
+        .get("g1")
+        .await
+        .expect("object is on the provider");
     let labels = upstream.metadata.labels.unwrap();
-    assert_eq!(labels.get("bindery.dev/consumer").map(String::as_str), Some("serve-a"));
+    assert_eq!(
+        labels.get("bindery.dev/consumer").map(String::as_str),
+        Some("serve-a")
+    );
     assert!(labels.contains_key("bindery.dev/export"));
 
     // Read back in consumer terms.
     let got = api.get("g1").await.unwrap();
     assert_eq!(got.metadata.namespace.as_deref(), Some("team"));
     assert_eq!(got.data["spec"]["color"], "red");
-    assert!(!serde_json::to_string(&got).unwrap().contains(&consumer.cluster_namespace));
+    assert!(
+        !serde_json::to_string(&got)
+            .unwrap()
+            .contains(&consumer.cluster_namespace)
+    );
 
     // A reserved label is refused with 422.
     let error = api
-        .create(&PostParams::default(), &gizmo("g2", "blue", json!({"bindery.dev/consumer": "other"})))
+        .create(
+            &PostParams::default(),
+            &gizmo("g2", "blue", json!({"bindery.dev/consumer": "other"})),
+        )
         .await
         .expect_err("reserved labels are refused");
     match error {
@@ -108,35 +130,63 @@ async fn objects_live_on_the_provider_in_the_consumers_namespace() {
 #[tokio::test]
 async fn consumers_never_see_each_other() {
     let (one, two) = (consumer("iso-one"), consumer("iso-two"));
-    let (api_one, api_two) = (gizmos(one.client().await, "shared"), gizmos(two.client().await, "shared"));
+    let (api_one, api_two) = (
+        gizmos(one.client().await, "shared"),
+        gizmos(two.client().await, "shared"),
+    );
     for i in 0..3 {
         api_one
-            .create(&PostParams::default(), &gizmo(&format!("one-{i}"), "red", json!({"tier": "a"})))
+            .create(
+                &PostParams::default(),
+                &gizmo(&format!("one-{i}"), "red", json!({"tier": "a"})),
+            )
             .await
             .unwrap();
     }
     api_two
-        .create(&PostParams::default(), &gizmo("two-0", "red", json!({"tier": "a"})))
+        .create(
+            &PostParams::default(),
+            &gizmo("two-0", "red", json!({"tier": "a"})),
+        )
         .await
         .unwrap();
 
     let names = |list: kube::core::ObjectList<DynamicObject>| -> Vec<String> {
-        list.items.into_iter().map(|o| o.metadata.name.unwrap()).collect()
+        list.items
+            .into_iter()
+            .map(|o| o.metadata.name.unwrap())
+            .collect()
     };
     // list, across namespaces, with selectors.
-    assert_eq!(names(api_two.list(&ListParams::default()).await.unwrap()), ["two-0"]);
     assert_eq!(
-        names(all_gizmos(two.client().await).list(&ListParams::default().labels("tier=a")).await.unwrap()),
+        names(api_two.list(&ListParams::default()).await.unwrap()),
         ["two-0"]
     );
     assert_eq!(
-        names(api_two.list(&ListParams::default().fields("metadata.name=one-0")).await.unwrap()),
+        names(
+            all_gizmos(two.client().await)
+                .list(&ListParams::default().labels("tier=a"))
+                .await
+                .unwrap()
+        ),
+        ["two-0"]
+    );
+    assert_eq!(
+        names(
+            api_two
+                .list(&ListParams::default().fields("metadata.name=one-0"))
+                .await
+                .unwrap()
+        ),
         Vec::<String>::new()
     );
     // get, update and delete of the other consumer's name: not found.
     for result in [
         api_two.get("one-0").await.map(|_| ()),
-        api_two.delete("one-0", &DeleteParams::default()).await.map(|_| ()),
+        api_two
+            .delete("one-0", &DeleteParams::default())
+            .await
+            .map(|_| ()),
     ] {
         match result {
             Err(kube::Error::Api(status)) => assert_eq!(status.code, 404, "{status:?}"),
@@ -147,9 +197,15 @@ async fn consumers_never_see_each_other() {
     let page = api_one.list(&ListParams::default().limit(1)).await.unwrap();
     let token = page.metadata.continue_.clone().expect("more pages");
     assert!(!token.contains("kube-bind"), "the token is opaque: {token}");
-    let rest = api_one.list(&ListParams::default().limit(10).continue_token(&token)).await.unwrap();
+    let rest = api_one
+        .list(&ListParams::default().limit(10).continue_token(&token))
+        .await
+        .unwrap();
     assert_eq!(names(page).len() + names(rest).len(), 3);
-    match api_two.list(&ListParams::default().continue_token(&token)).await {
+    match api_two
+        .list(&ListParams::default().continue_token(&token))
+        .await
+    {
         Err(kube::Error::Api(status)) => assert_eq!(status.code, 400, "{status:?}"),
         other => panic!("a foreign continue token must be refused, got {other:?}"),
     }
@@ -177,8 +233,14 @@ async fn watches_carry_consumer_terms_and_only_the_consumers_objects() {
         .await
         .unwrap()
         .boxed();
-    api_two.create(&PostParams::default(), &gizmo("theirs", "red", json!({}))).await.unwrap();
-    api_one.create(&PostParams::default(), &gizmo("mine", "blue", json!({}))).await.unwrap();
+    api_two
+        .create(&PostParams::default(), &gizmo("theirs", "red", json!({})))
+        .await
+        .unwrap();
+    api_one
+        .create(&PostParams::default(), &gizmo("mine", "blue", json!({})))
+        .await
+        .unwrap();
     let first = tokio::time::timeout(std::time::Duration::from_secs(15), events.try_next())
         .await
         .expect("an event within 15 s")

@@ -27,8 +27,8 @@ fn committed(dir: &Path) -> BTreeMap<String, String> {
             continue;
         }
         let name = entry.file_name().to_string_lossy().into_owned();
-        let text = fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        let text =
+            fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
         files.insert(name, text);
     }
     files

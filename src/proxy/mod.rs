@@ -6,6 +6,7 @@
 pub mod namespaces;
 pub mod negotiate;
 pub mod watch;
+pub mod yaml;
 
 use crate::catalog::{ConsumerView, ServedResource};
 use crate::route::{ResourceRequest, Verb};

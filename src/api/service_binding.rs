@@ -1,0 +1,197 @@
+//! APIServiceBinding: the app cluster's record of a binding (cluster-scoped,
+//! named like the export it binds). It points at the provider kubeconfig and,
+//! as a bindery extension, records which permission claims the consumer
+//! accepted.
+
+use super::claims::{ClaimSelector, PermissionClaim};
+use super::resources::GroupResource;
+use super::schema;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The binding as the consumer made it.
+// Several printer columns share a `type_`, which clippy takes for a repeated attribute.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "kube-bind.io",
+    version = "v1alpha2",
+    kind = "APIServiceBinding",
+    status = "APIServiceBindingStatus",
+    derive = "PartialEq",
+    shortname = "sb",
+    category = "kube-bindings",
+    doc = "An app cluster's binding to an APIServiceExport of a provider.",
+    printcolumn(
+        name = "Provider",
+        type_ = "string",
+        json_path = ".status.providerPrettyName"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Ready")].status"#
+    ),
+    printcolumn(
+        name = "Message",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Ready")].message"#
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct APIServiceBindingSpec {
+    /// The Secret holding the kubeconfig of the provider.
+    pub kubeconfig_secret_ref: NamespacedSecretKeyRef,
+    /// bindery extension (klutch's form): the export's permission claims, each
+    /// with the consumer's decision. Only accepted claims are honoured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub permission_claims: Vec<AcceptablePermissionClaim>,
+}
+
+/// A key of a Secret in a given namespace.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NamespacedSecretKeyRef {
+    /// Namespace of the Secret.
+    pub namespace: String,
+    /// Name of the Secret.
+    pub name: String,
+    /// Key in the Secret's data; kube-bind always uses `kubeconfig`.
+    pub key: String,
+}
+
+/// A permission claim and the consumer's decision on it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AcceptablePermissionClaim {
+    /// API group; empty for the core group.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub group: String,
+    /// Plural resource name, e.g. `secrets`.
+    pub resource: String,
+    /// Which objects of the resource are claimed.
+    #[serde(default)]
+    pub selector: ClaimSelector,
+    /// The consumer's decision.
+    pub state: ClaimState,
+}
+
+impl AcceptablePermissionClaim {
+    pub fn new(claim: PermissionClaim, state: ClaimState) -> Self {
+        Self {
+            group: claim.group,
+            resource: claim.resource,
+            selector: claim.selector,
+            state,
+        }
+    }
+
+    /// The claim without the decision.
+    pub fn claim(&self) -> PermissionClaim {
+        PermissionClaim {
+            group: self.group.clone(),
+            resource: self.resource.clone(),
+            selector: self.selector.clone(),
+        }
+    }
+
+    pub fn is_accepted(&self) -> bool {
+        self.state == ClaimState::Accepted
+    }
+}
+
+/// The consumer's decision on a permission claim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum ClaimState {
+    Accepted,
+    Rejected,
+}
+
+/// Observed state of a binding.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct APIServiceBindingStatus {
+    /// Human-readable name of the provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_pretty_name: Option<String>,
+    /// The resources whose schemas are bound.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bound_schemas: Vec<GroupResource>,
+    /// The permission claims in force.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub permission_claims: Vec<PermissionClaim>,
+    /// SecretValid, InformersSynced, Heartbeating, Connected, SchemaInSync, Ready.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "schema::conditions")]
+    pub conditions: Vec<Condition>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::testing::assert_yaml_round_trip;
+
+    const EXAMPLE: &str = r#"
+apiVersion: kube-bind.io/v1alpha2
+kind: APIServiceBinding
+metadata:
+  name: postgresql
+spec:
+  kubeconfigSecretRef:
+    namespace: kube-bind
+    name: kubeconfig-x7k2p
+    key: kubeconfig
+  permissionClaims:
+  - resource: secrets
+    selector:
+      owner: Provider
+    state: Accepted
+  - resource: configmaps
+    selector:
+      namedResources:
+      - name: db-settings
+        namespace: default
+    state: Rejected
+status:
+  providerPrettyName: Example Databases
+  boundSchemas:
+  - group: db.example.com
+    resource: postgresqlinstances
+  permissionClaims:
+  - resource: secrets
+    selector:
+      owner: Provider
+  conditions:
+  - type: Ready
+    status: "False"
+    reason: HeartbeatMissing
+    message: no heartbeat for 10m
+    lastTransitionTime: "2025-05-01T10:00:00Z"
+"#;
+
+    #[test]
+    fn example_round_trips() {
+        let binding: APIServiceBinding = assert_yaml_round_trip(EXAMPLE);
+        let claims = &binding.spec.permission_claims;
+        assert!(claims[0].is_accepted());
+        assert!(!claims[1].is_accepted());
+        assert_eq!(claims[1].claim().resource, "configmaps");
+        assert_eq!(
+            AcceptablePermissionClaim::new(claims[1].claim(), ClaimState::Rejected),
+            claims[1]
+        );
+    }
+
+    #[test]
+    fn unknown_enum_strings_are_rejected() {
+        let bad_state = EXAMPLE.replace("state: Rejected", "state: Maybe");
+        assert!(serde_yaml::from_str::<APIServiceBinding>(&bad_state).is_err());
+    }
+}

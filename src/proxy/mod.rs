@@ -14,7 +14,7 @@ use crate::status::ApiError;
 use crate::translate::continue_token::ContinueTokens;
 use crate::translate::continue_token::TokenError;
 use crate::translate::objects::{Refusal, Visibility, object_up};
-use crate::translate::request::{RequestError, request_down, token_scope};
+use crate::translate::request::{ConsumerRequest, RequestError, request_down, token_scope};
 use crate::translate::response::{Translated, body_up, text_up};
 use crate::upstream::{BoxBody, Upstream};
 use bytes::Bytes;
@@ -112,17 +112,16 @@ impl Proxy {
             .as_ref()
             .and_then(|o| o.pointer("/metadata/labels"))
             .and_then(serde_json::Value::as_object);
-        let provider = request_down(
-            bound,
-            &request,
+        let incoming = ConsumerRequest {
+            resource: &request,
             verb,
-            &query,
-            content_type.as_deref(),
-            &body,
-            &self.tokens,
+            query: &query,
+            content_type: content_type.as_deref(),
+            body: &body,
             current_labels,
-        )
-        .map_err(|e| request_error(served, e))?;
+        };
+        let provider =
+            request_down(bound, &incoming, &self.tokens).map_err(|e| request_error(served, e))?;
         if let Some(ns) = &request.namespace
             && creates(verb, content_type.as_deref())
         {

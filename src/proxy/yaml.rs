@@ -92,7 +92,13 @@ fn string_text(s: &str, indent: usize) -> String {
         let body: Vec<String> = s
             .trim_end_matches('\n')
             .split('\n')
-            .map(|line| if line.is_empty() { String::new() } else { format!("{pad}{line}") })
+            .map(|line| {
+                if line.is_empty() {
+                    String::new()
+                } else {
+                    format!("{pad}{line}")
+                }
+            })
             .collect();
         return format!("|{chomp}\n{}", body.join("\n"));
     }
@@ -113,18 +119,23 @@ fn double_quoted(s: &str) -> String {
 /// Whether YAML 1.1 (yaml.v2) would read the plain scalar as a non-string.
 fn resolves_to_non_string(s: &str) -> bool {
     const WORDS: &[&str] = &[
-        "", "~", "null", "Null", "NULL", "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "true", "True",
-        "TRUE", "false", "False", "FALSE", "on", "On", "ON", "off", "Off", "OFF", ".inf", ".Inf", ".INF", "-.inf",
-        "-.Inf", "-.INF", "+.inf", ".nan", ".NaN", ".NAN", "<<",
+        "", "~", "null", "Null", "NULL", "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO",
+        "true", "True", "TRUE", "false", "False", "FALSE", "on", "On", "ON", "off", "Off", "OFF",
+        ".inf", ".Inf", ".INF", "-.inf", "-.Inf", "-.INF", "+.inf", ".nan", ".NaN", ".NAN", "<<",
     ];
     if WORDS.contains(&s) {
         return true;
     }
     let unsigned = s.strip_prefix(['-', '+']).unwrap_or(s);
-    let digits_only = |t: &str, radix: u32| !t.is_empty() && t.chars().all(|c| c == '_' || c.is_digit(radix));
+    let digits_only =
+        |t: &str, radix: u32| !t.is_empty() && t.chars().all(|c| c == '_' || c.is_digit(radix));
     if digits_only(unsigned, 10)
-        || unsigned.strip_prefix("0x").is_some_and(|t| digits_only(t, 16))
-        || unsigned.strip_prefix("0b").is_some_and(|t| digits_only(t, 2))
+        || unsigned
+            .strip_prefix("0x")
+            .is_some_and(|t| digits_only(t, 16))
+        || unsigned
+            .strip_prefix("0b")
+            .is_some_and(|t| digits_only(t, 2))
     {
         return true;
     }

@@ -42,18 +42,32 @@ pub fn token_scope(bound: &BoundResource, request: &ResourceRequest) -> String {
     )
 }
 
-/// Translates the consumer's request. `content_type` and `body` are the
-/// consumer's; query pairs are decoded.
+/// A consumer's resource request, as far as translation needs it.
+pub struct ConsumerRequest<'a> {
+    pub resource: &'a ResourceRequest,
+    pub verb: Verb,
+    /// Decoded query pairs.
+    pub query: &'a [(String, String)],
+    pub content_type: Option<&'a str>,
+    pub body: &'a [u8],
+    /// The target's current labels, for writes to a named object.
+    pub current_labels: Option<&'a Map<String, Value>>,
+}
+
+/// Translates the consumer's request.
 pub fn request_down(
     bound: &BoundResource,
-    request: &ResourceRequest,
-    verb: Verb,
-    query: &[(String, String)],
-    content_type: Option<&str>,
-    body: &[u8],
+    incoming: &ConsumerRequest<'_>,
     tokens: &ContinueTokens,
-    current_labels: Option<&Map<String, Value>>,
 ) -> Result<ProviderRequest, RequestError> {
+    let ConsumerRequest {
+        resource: request,
+        verb,
+        query,
+        content_type,
+        body,
+        current_labels,
+    } = *incoming;
     let path = provider_path(bound, request);
     // Lists and watches across namespaces are narrowed to the export by label;
     // within one namespace (the consumer's alone) every object's identity is
@@ -200,6 +214,28 @@ mod tests {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
+    fn call(
+        bound: &BoundResource,
+        resource: &ResourceRequest,
+        verb: Verb,
+        query: &[(String, String)],
+        content_type: Option<&str>,
+        body: &[u8],
+        tokens: &ContinueTokens,
+        current_labels: Option<&Map<String, Value>>,
+    ) -> Result<ProviderRequest, RequestError> {
+        let incoming = ConsumerRequest {
+            resource,
+            verb,
+            query,
+            content_type,
+            body,
+            current_labels,
+        };
+        request_down(bound, &incoming, tokens)
+    }
+
     fn pairs(raw: &[(&str, &str)]) -> Vec<(String, String)> {
         raw.iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -211,7 +247,7 @@ mod tests {
         let w = widgets();
         let tokens = ContinueTokens::random();
         let r = resource("/clusters/c1/apis/example.com/v1/namespaces/ns/widgets");
-        let out = request_down(
+        let out = call(
             &w,
             &r,
             Verb::List,
@@ -238,7 +274,7 @@ mod tests {
 
         let all = resource("/clusters/c1/apis/example.com/v1/widgets");
         for verb in [Verb::List, Verb::Watch] {
-            let out = request_down(
+            let out = call(
                 &w,
                 &all,
                 verb,
@@ -255,7 +291,7 @@ mod tests {
                 pairs(&[("labelSelector", &format!("a=b,{}", w.identity_selector()))])
             );
         }
-        let out = request_down(
+        let out = call(
             &w,
             &r,
             Verb::DeleteCollection,
@@ -278,7 +314,7 @@ mod tests {
         let tokens = ContinueTokens::random();
         let r = resource("/clusters/c1/apis/example.com/v1/namespaces/ns/widgets");
         let sealed = tokens.seal(&token_scope(&w, &r), "upstream");
-        let out = request_down(
+        let out = call(
             &w,
             &r,
             Verb::List,
@@ -293,7 +329,7 @@ mod tests {
 
         let other = resource("/clusters/c1/apis/example.com/v1/namespaces/other/widgets");
         assert_eq!(
-            request_down(
+            call(
                 &w,
                 &other,
                 Verb::List,
@@ -312,7 +348,7 @@ mod tests {
         let w = widgets();
         let r = resource("/clusters/c1/apis/example.com/v1/namespaces/ns/widgets");
         let body = br#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"a","namespace":"ns"}}"#;
-        let out = request_down(
+        let out = call(
             &w,
             &r,
             Verb::Create,
@@ -335,7 +371,7 @@ mod tests {
         let w = widgets();
         let r = resource("/clusters/c1/apis/example.com/v1/namespaces/ns/widgets/a");
         let yaml = b"apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: a\n";
-        let out = request_down(
+        let out = call(
             &w,
             &r,
             Verb::Patch,
@@ -351,7 +387,7 @@ mod tests {
         let value: Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(value["metadata"]["labels"]["bindery.dev/consumer"], "c1");
 
-        let out = request_down(
+        let out = call(
             &w,
             &r,
             Verb::Update,
@@ -363,7 +399,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out.body, None);
-        let out = request_down(
+        let out = call(
             &w,
             &r,
             Verb::Patch,

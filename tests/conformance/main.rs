@@ -82,7 +82,10 @@ async fn run(filter: Option<&str>) -> bool {
             .zip(&outputs[1])
             .enumerate()
             .filter(|(_, (a, b))| a != b)
-            .map(|(i, (a, b))| format!("  step {i} differs:\n{}", diff(a, b)))
+            .map(|(i, (a, b))| {
+                let names = format!("{} vs {}", targets[0].name, targets[1].name);
+                format!("  step {i} differs ({names}):\n{}", diff(a, b))
+            })
             .collect();
         if differences.is_empty() {
             passed += 1;

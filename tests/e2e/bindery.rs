@@ -4,10 +4,10 @@
 //! will: a cluster namespace, a BoundSchema copied from a CRD, and an
 //! APIServiceExport with an identity.
 
-use crate::fixture::{Cluster, clusters, repo_root};
+use crate::fixture::{clusters, repo_root};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 pub struct Bindery {
@@ -174,30 +174,6 @@ fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 impl Consumer {
-    /// Runs kubectl with this consumer's kubeconfig.
-    pub fn kubectl_output(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        let as_cluster = Cluster {
-            name: "bindery",
-            kubeconfig: self.kubeconfig.clone(),
-            server: self.base_url.clone(),
-            pki: clusters().provider.pki.clone(),
-        };
-        as_cluster.kubectl_output(args, stdin)
-    }
-
-    /// Runs kubectl and fails the test if it fails.
-    pub fn kubectl(&self, args: &[&str]) -> String {
-        let output = self.kubectl_output(args, None);
-        assert!(
-            output.status.success(),
-            "kubectl {} as consumer {} failed:\n{}",
-            args.join(" "),
-            self.id,
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8(output.stdout).expect("UTF-8")
-    }
-
     /// A kube-rs client for this consumer.
     pub async fn client(&self) -> kube::Client {
         let kubeconfig =

@@ -9,6 +9,7 @@ pub mod api;
 pub mod auth;
 pub mod catalog;
 pub mod certs;
+pub mod discovery;
 pub mod kubeconfig;
 pub mod proxy;
 pub mod route;

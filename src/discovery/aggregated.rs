@@ -20,8 +20,11 @@ pub fn apis(specs: &[CustomResourceDefinitionSpec]) -> Value {
                 .versions
                 .iter()
                 .map(|v| {
-                    let resources: Vec<Value> =
-                        served.crds_in(g.name, v).into_iter().map(|crd| resource(crd, g.name, v)).collect();
+                    let resources: Vec<Value> = served
+                        .crds_in(g.name, v)
+                        .into_iter()
+                        .map(|crd| resource(crd, g.name, v))
+                        .collect();
                     json!({"version": v, "resources": resources, "freshness": "Current"})
                 })
                 .collect();
@@ -48,8 +51,19 @@ fn list(items: Vec<Value>) -> Value {
 fn resource(crd: &super::served::Crd, group: &str, version: &str) -> Value {
     let mut r = Map::new();
     r.insert("resource".into(), crd.plural.into());
-    r.insert("responseKind".into(), json!({"group": group, "version": version, "kind": crd.kind}));
-    r.insert("scope".into(), if crd.namespaced { "Namespaced" } else { "Cluster" }.into());
+    r.insert(
+        "responseKind".into(),
+        json!({"group": group, "version": version, "kind": crd.kind}),
+    );
+    r.insert(
+        "scope".into(),
+        if crd.namespaced {
+            "Namespaced"
+        } else {
+            "Cluster"
+        }
+        .into(),
+    );
     r.insert("singularResource".into(), crd.singular.as_str().into());
     r.insert("verbs".into(), json!(VERBS));
     if !crd.short_names.is_empty() {
@@ -97,8 +111,18 @@ mod tests {
     #[test]
     fn resources_of_a_version_are_sorted_by_name() {
         let specs = [
-            spec("a.example.com", "Zebra", "Cluster", vec![version("v1", true)]),
-            spec("a.example.com", "Apple", "Namespaced", vec![version("v1", true)]),
+            spec(
+                "a.example.com",
+                "Zebra",
+                "Cluster",
+                vec![version("v1", true)],
+            ),
+            spec(
+                "a.example.com",
+                "Apple",
+                "Namespaced",
+                vec![version("v1", true)],
+            ),
         ];
         let doc = apis(&specs);
         let names: Vec<&str> = doc["items"][0]["versions"][0]["resources"]
@@ -108,7 +132,13 @@ mod tests {
             .map(|r| r["resource"].as_str().unwrap())
             .collect();
         assert_eq!(names, ["apples", "zebras"]);
-        assert_eq!(doc["items"][0]["versions"][0]["resources"][0]["scope"], "Namespaced");
-        assert_eq!(doc["items"][0]["versions"][0]["resources"][1]["scope"], "Cluster");
+        assert_eq!(
+            doc["items"][0]["versions"][0]["resources"][0]["scope"],
+            "Namespaced"
+        );
+        assert_eq!(
+            doc["items"][0]["versions"][0]["resources"][1]["scope"],
+            "Cluster"
+        );
     }
 }

@@ -10,7 +10,16 @@ use serde_json::{Map, Value, json};
 use super::served::{Group, Served};
 
 /// The verbs kube-apiserver lists for a CRD's resource.
-pub(crate) const VERBS: [&str; 8] = ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"];
+pub(crate) const VERBS: [&str; 8] = [
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "create",
+    "update",
+    "watch",
+];
 /// The verbs of a CRD's status and scale subresources.
 pub(crate) const SUBRESOURCE_VERBS: [&str; 3] = ["get", "patch", "update"];
 
@@ -35,7 +44,12 @@ pub fn api_group_list(specs: &[CustomResourceDefinitionSpec]) -> Value {
         .groups
         .iter()
         .map(|g| {
-            let first = g.versions.iter().map(|v| format!("{v}.{}", g.name)).min().unwrap_or_default();
+            let first = g
+                .versions
+                .iter()
+                .map(|v| format!("{v}.{}", g.name))
+                .min()
+                .unwrap_or_default();
             (first, g)
         })
         .collect();
@@ -70,7 +84,11 @@ fn group_json(g: &Group) -> Value {
 /// `/apis/<g>/<v>`, or `None` when no CRD serves that group-version. Each CRD
 /// is listed with its `status` and then `scale` subresource, if that version
 /// has them.
-pub fn api_resource_list(specs: &[CustomResourceDefinitionSpec], group: &str, version: &str) -> Option<Value> {
+pub fn api_resource_list(
+    specs: &[CustomResourceDefinitionSpec],
+    group: &str,
+    version: &str,
+) -> Option<Value> {
     let served = Served::new(specs);
     let crds = served.crds_in(group, version);
     if crds.is_empty() {
@@ -91,7 +109,10 @@ pub fn api_resource_list(specs: &[CustomResourceDefinitionSpec], group: &str, ve
             r.insert("categories".into(), json!(crd.categories));
         }
         if let Some(storage) = crd.storage_version() {
-            r.insert("storageVersionHash".into(), storage_version_hash(crd.group, storage, crd.kind).into());
+            r.insert(
+                "storageVersionHash".into(),
+                storage_version_hash(crd.group, storage, crd.kind).into(),
+            );
         }
         resources.push(Value::Object(r));
         let sub = crd.version(version).and_then(|v| v.subresources.as_ref());
@@ -128,7 +149,10 @@ pub fn api_resource_list(specs: &[CustomResourceDefinitionSpec], group: &str, ve
 /// `<group>/<version>/<kind>` for the storage version.
 pub fn storage_version_hash(group: &str, version: &str, kind: &str) -> String {
     use base64::Engine as _;
-    let d = digest::digest(&digest::SHA256, format!("{group}/{version}/{kind}").as_bytes());
+    let d = digest::digest(
+        &digest::SHA256,
+        format!("{group}/{version}/{kind}").as_bytes(),
+    );
     base64::engine::general_purpose::STANDARD.encode(&d.as_ref()[..8])
 }
 
@@ -140,13 +164,24 @@ mod tests {
     #[test]
     fn storage_version_hash_matches_kube_apiserver() {
         // Values from a real kube-apiserver 1.34 (testdata/real).
-        assert_eq!(storage_version_hash("testing.bindery.dev", "v1", "Gizmo"), "BGHg7xkp2uM=");
-        assert_eq!(storage_version_hash("testing.bindery.dev", "v1", "GizmoClass"), "iex83+mZJHs=");
+        assert_eq!(
+            storage_version_hash("testing.bindery.dev", "v1", "Gizmo"),
+            "BGHg7xkp2uM="
+        );
+        assert_eq!(
+            storage_version_hash("testing.bindery.dev", "v1", "GizmoClass"),
+            "iex83+mZJHs="
+        );
     }
 
     #[test]
     fn unknown_group_or_version_is_none() {
-        let specs = [spec("a.example.com", "Thing", "Namespaced", vec![version("v1", true)])];
+        let specs = [spec(
+            "a.example.com",
+            "Thing",
+            "Namespaced",
+            vec![version("v1", true)],
+        )];
         assert!(api_group(&specs, "b.example.com").is_none());
         assert!(api_resource_list(&specs, "a.example.com", "v2").is_none());
         assert!(api_resource_list(&specs, "b.example.com", "v1").is_none());
@@ -169,13 +204,23 @@ mod tests {
         let group = api_group(&specs, "a.example.com").unwrap();
         assert_eq!(group["versions"].as_array().unwrap().len(), 1);
         // A spec that serves nothing is not there at all.
-        let specs = [spec("a.example.com", "Thing", "Cluster", vec![version("v1", false)])];
+        let specs = [spec(
+            "a.example.com",
+            "Thing",
+            "Cluster",
+            vec![version("v1", false)],
+        )];
         assert_eq!(api_group_list(&specs)["groups"], json!([]));
     }
 
     #[test]
     fn names_are_defaulted_like_kube_apiserver() {
-        let mut s = spec("a.example.com", "BigThing", "Namespaced", vec![version("v1", true)]);
+        let mut s = spec(
+            "a.example.com",
+            "BigThing",
+            "Namespaced",
+            vec![version("v1", true)],
+        );
         s.names.singular = None;
         let list = api_resource_list(&[s], "a.example.com", "v1").unwrap();
         assert_eq!(list["resources"][0]["singularName"], "bigthing");

@@ -8,7 +8,8 @@
 //! a type it lacks. The parsing follows `github.com/munnerz/goautoneg`.
 
 /// The `Content-Type` of an aggregated discovery response.
-pub const AGGREGATED_CONTENT_TYPE: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+pub const AGGREGATED_CONTENT_TYPE: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 /// The `Content-Type` of an unaggregated discovery response.
 pub const LEGACY_CONTENT_TYPE: &str = "application/json";
 
@@ -66,7 +67,11 @@ struct Clause {
 
 impl Clause {
     fn param(&self, name: &str) -> Option<&str> {
-        self.params.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.params
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -101,7 +106,12 @@ fn parse_accept(header: &str) -> Vec<Clause> {
             }
             trim(sub)
         };
-        let mut clause = Clause { kind, sub, q: 1.0, params: Vec::new() };
+        let mut clause = Clause {
+            kind,
+            sub,
+            q: 1.0,
+            params: Vec::new(),
+        };
         while !params_str.is_empty() {
             let (param, rest) = split_first(params_str, ';');
             params_str = rest;
@@ -158,7 +168,14 @@ mod tests {
 
     #[test]
     fn plain_and_missing_headers_are_legacy() {
-        for h in [None, Some(""), Some("application/json"), Some("*/*"), Some("application/yaml"), Some("garbage")] {
+        for h in [
+            None,
+            Some(""),
+            Some("application/json"),
+            Some("*/*"),
+            Some("application/yaml"),
+            Some("garbage"),
+        ] {
             assert_eq!(negotiate(h), Legacy, "{h:?}");
         }
     }
@@ -168,20 +185,49 @@ mod tests {
         // The real server skips clauses its discovery restrictions reject
         // (any without the aggregated GVK), so order among q=1 does not matter.
         assert_eq!(
-            negotiate(Some("application/json, application/json;as=APIGroupDiscoveryList;v=v2;g=apidiscovery.k8s.io")),
+            negotiate(Some(
+                "application/json, application/json;as=APIGroupDiscoveryList;v=v2;g=apidiscovery.k8s.io"
+            )),
             Aggregated
         );
-        assert_eq!(negotiate(Some("*/*;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")), Aggregated);
-        assert_eq!(negotiate(Some("application/*;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")), Aggregated);
+        assert_eq!(
+            negotiate(Some(
+                "*/*;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+            )),
+            Aggregated
+        );
+        assert_eq!(
+            negotiate(Some(
+                "application/*;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+            )),
+            Aggregated
+        );
         // Spaces around parameters are trimmed.
         assert_eq!(
-            negotiate(Some("application/json; g=apidiscovery.k8s.io; v=v2; as=APIGroupDiscoveryList")),
+            negotiate(Some(
+                "application/json; g=apidiscovery.k8s.io; v=v2; as=APIGroupDiscoveryList"
+            )),
             Aggregated
         );
         // Wrong kind, version or group: not aggregated.
-        assert_eq!(negotiate(Some("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupList")), Legacy);
-        assert_eq!(negotiate(Some("application/json;g=apidiscovery.k8s.io;v=v1;as=APIGroupDiscoveryList")), Legacy);
-        assert_eq!(negotiate(Some("application/json;g=example.com;v=v2;as=APIGroupDiscoveryList")), Legacy);
+        assert_eq!(
+            negotiate(Some(
+                "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupList"
+            )),
+            Legacy
+        );
+        assert_eq!(
+            negotiate(Some(
+                "application/json;g=apidiscovery.k8s.io;v=v1;as=APIGroupDiscoveryList"
+            )),
+            Legacy
+        );
+        assert_eq!(
+            negotiate(Some(
+                "application/json;g=example.com;v=v2;as=APIGroupDiscoveryList"
+            )),
+            Legacy
+        );
         // Of the stream schemas discovery allows only watch, and no server version.
         let agg = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
         assert_eq!(negotiate(Some(&format!("{agg};stream=watch"))), Aggregated);
@@ -191,16 +237,33 @@ mod tests {
 
     #[test]
     fn content_types() {
-        assert_eq!(Aggregated.content_type(), "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList");
+        assert_eq!(
+            Aggregated.content_type(),
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+        );
         assert_eq!(Legacy.content_type(), "application/json");
     }
 
     #[test]
     fn parse_accept_orders_like_goautoneg() {
-        let c = parse_accept("text/*;q=0.5, */*;q=0.1, application/json;q=0.9, bad, a/b/c, *;x=1, application/yaml");
-        let got: Vec<(String, f64)> = c.iter().map(|c| (format!("{}/{}", c.kind, c.sub), c.q)).collect();
-        let want = [("application/yaml", 1.0), ("*/*", 1.0), ("application/json", 0.9), ("text/*", 0.5), ("*/*", 0.1)];
-        let got: Vec<(&str, f64)> = got.iter().map(|(k, q)| (k.as_str(), (q * 10.0).round() / 10.0)).collect();
+        let c = parse_accept(
+            "text/*;q=0.5, */*;q=0.1, application/json;q=0.9, bad, a/b/c, *;x=1, application/yaml",
+        );
+        let got: Vec<(String, f64)> = c
+            .iter()
+            .map(|c| (format!("{}/{}", c.kind, c.sub), c.q))
+            .collect();
+        let want = [
+            ("application/yaml", 1.0),
+            ("*/*", 1.0),
+            ("application/json", 0.9),
+            ("text/*", 0.5),
+            ("*/*", 0.1),
+        ];
+        let got: Vec<(&str, f64)> = got
+            .iter()
+            .map(|(k, q)| (k.as_str(), (q * 10.0).round() / 10.0))
+            .collect();
         assert_eq!(got, want);
     }
 }

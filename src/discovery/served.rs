@@ -63,7 +63,11 @@ impl<'a> Crd<'a> {
     /// The served storage version's name, if the storage version is served.
     pub fn storage_version(&self) -> Option<&'a str> {
         // kube-apiserver keeps the last served storage version it sees.
-        self.versions.iter().rev().find(|v| v.storage).map(|v| v.name.as_str())
+        self.versions
+            .iter()
+            .rev()
+            .find(|v| v.storage)
+            .map(|v| v.name.as_str())
     }
 }
 
@@ -111,6 +115,9 @@ impl<'a> Served<'a> {
 
     /// The CRDs serving `group`/`version`, sorted by plural.
     pub fn crds_in(&self, group: &str, version: &str) -> Vec<&Crd<'a>> {
-        self.crds.iter().filter(|c| c.group == group && c.version(version).is_some()).collect()
+        self.crds
+            .iter()
+            .filter(|c| c.group == group && c.version(version).is_some())
+            .collect()
     }
 }

@@ -65,7 +65,16 @@ mod tests {
     fn orders_like_kubernetes() {
         // The example list from the apimachinery documentation, in order.
         let want = [
-            "v10", "v2", "v1", "v11beta2", "v10beta3", "v3beta1", "v12alpha1", "v11alpha2", "foo1", "foo10",
+            "v10",
+            "v2",
+            "v1",
+            "v11beta2",
+            "v10beta3",
+            "v3beta1",
+            "v12alpha1",
+            "v11alpha2",
+            "foo1",
+            "foo10",
         ];
         let mut got: Vec<&str> = want.iter().rev().copied().collect();
         sort_by_priority(&mut got);
@@ -74,7 +83,17 @@ mod tests {
 
     #[test]
     fn odd_strings_are_not_kube_versions() {
-        for v in ["v", "v1gamma1", "v1beta", "V1", "v1beta1x", "v99999999999999999999", "vbeta1", "v1alpha-1", ""] {
+        for v in [
+            "v",
+            "v1gamma1",
+            "v1beta",
+            "V1",
+            "v1beta1x",
+            "v99999999999999999999",
+            "vbeta1",
+            "v1alpha-1",
+            "",
+        ] {
             assert_eq!(parse(v), None, "{v}");
             assert_eq!(compare("v1alpha1", v), Ordering::Greater, "{v}");
         }

@@ -2,19 +2,15 @@
 //! namespace `<cluster-namespace>-<X>` and the APIServiceNamespace `X` that
 //! records it, as kube-bind's konnector and backend would make them.
 
-use crate::catalog::watch::{GROUP, VERSION};
+use crate::api::keys::CONSUMER_NAMESPACE_ANNOTATION;
+use crate::api::{APIServiceNamespace, APIServiceNamespaceSpec};
 use crate::status::ApiError;
 use crate::translate::BoundResource;
 use crate::translate::identity::CONSUMER_LABEL;
 use dashmap::DashSet;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
-};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
-
-/// The annotation kube-bind puts on provider namespaces.
-const CONSUMER_NAMESPACE_ANNOTATION: &str = "kube-bind.io/consumer-namespace";
 
 pub struct NamespaceProvisioner {
     client: kube::Client,
@@ -52,19 +48,9 @@ impl NamespaceProvisioner {
                 .await,
         )?;
 
-        let resource = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk(GROUP, VERSION, "APIServiceNamespace"),
-            "apiservicenamespaces",
-        );
         let cluster_ns = bound.namespaces.cluster_namespace();
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), cluster_ns, &resource);
-        let record: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": format!("{GROUP}/{VERSION}"),
-            "kind": "APIServiceNamespace",
-            "metadata": {"name": consumer_ns, "namespace": cluster_ns},
-        }))
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+        let api: Api<APIServiceNamespace> = Api::namespaced(self.client.clone(), cluster_ns);
+        let record = APIServiceNamespace::new(consumer_ns, APIServiceNamespaceSpec {});
         ignore_exists(api.create(&PostParams::default(), &record).await)?;
         let status = Patch::Merge(json!({"status": {"namespace": provider_ns}}));
         api.patch_status(consumer_ns, &PatchParams::default(), &status)

@@ -32,7 +32,9 @@ static EMPTY: LazyLock<Map<String, Value>> = LazyLock::new(Map::new);
 impl Data {
     fn parse(text: &str) -> Data {
         // The text is a committed constant; the tests parse it too.
-        Data { doc: serde_json::from_str(text).expect("embedded OpenAPI data is valid JSON") }
+        Data {
+            doc: serde_json::from_str(text).expect("embedded OpenAPI data is valid JSON"),
+        }
     }
 
     /// A top-level field.
@@ -42,28 +44,43 @@ impl Data {
 
     /// A top-level object field, or an empty one.
     pub fn map(&self, key: &str) -> &Map<String, Value> {
-        self.doc.get(key).and_then(Value::as_object).unwrap_or(&EMPTY)
+        self.doc
+            .get(key)
+            .and_then(Value::as_object)
+            .unwrap_or(&EMPTY)
     }
 
     /// The query parameters an action (`list`, `post`, `deletecollection`,
     /// `get`, `put`, `delete`, `patch`) adds, as the document writes them.
     pub fn action(&self, action: &str) -> &[Value] {
-        self.map("actions").get(action).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default()
+        self.map("actions")
+            .get(action)
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
     }
 
     /// A path-level parameter (`pretty`, `namespace`).
     pub fn path_parameter(&self, name: &str) -> Value {
-        self.map("pathParameters").get(name).cloned().unwrap_or(Value::Null)
+        self.map("pathParameters")
+            .get(name)
+            .cloned()
+            .unwrap_or(Value::Null)
     }
 
     /// TypeMeta's `apiVersion` or `kind` property.
     pub fn type_meta(&self, field: &str) -> Value {
-        self.map("typeMeta").get(field).cloned().unwrap_or(Value::Null)
+        self.map("typeMeta")
+            .get(field)
+            .cloned()
+            .unwrap_or(Value::Null)
     }
 
     /// The description of a kind's `metadata` (ObjectMeta) property.
     pub fn object_meta_description(&self) -> &str {
-        self.get("objectMetaDescription").as_str().unwrap_or_default()
+        self.get("objectMetaDescription")
+            .as_str()
+            .unwrap_or_default()
     }
 
     /// The description of a list's `metadata` (ListMeta) property.
@@ -79,18 +96,35 @@ mod tests {
     #[test]
     fn embedded_data_has_what_the_generator_reads() {
         for (data, table) in [(v2(), "definitions"), (v3(), "schemas")] {
-            for name in ["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", "io.k8s.api.autoscaling.v1.Scale"] {
+            for name in [
+                "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",
+                "io.k8s.api.autoscaling.v1.Scale",
+            ] {
                 assert!(data.map(table).contains_key(name), "{table} lacks {name}");
             }
-            for action in ["list", "post", "deletecollection", "get", "put", "delete", "patch"] {
+            for action in [
+                "list",
+                "post",
+                "deletecollection",
+                "get",
+                "put",
+                "delete",
+                "patch",
+            ] {
                 assert!(!data.action(action).is_empty(), "{action}");
             }
             for p in ["pretty", "namespace"] {
                 assert!(data.path_parameter(p).is_object(), "{p}");
             }
             assert_eq!(data.type_meta("kind")["type"], "string");
-            assert!(data.object_meta_description().starts_with("Standard object's metadata."));
-            assert!(data.list_meta_description().starts_with("Standard list metadata."));
+            assert!(
+                data.object_meta_description()
+                    .starts_with("Standard object's metadata.")
+            );
+            assert!(
+                data.list_meta_description()
+                    .starts_with("Standard list metadata.")
+            );
         }
         assert!(v2().map("parameters").contains_key("pretty-tJGM1-ng"));
         assert_eq!(v2().map("top")["swagger"], "2.0");

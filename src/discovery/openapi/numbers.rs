@@ -23,7 +23,9 @@ pub(crate) fn go_float(x: f64) -> Value {
             return Value::from(u);
         }
     }
-    Number::from_f64(x).map(Value::Number).unwrap_or(Value::Null)
+    Number::from_f64(x)
+        .map(Value::Number)
+        .unwrap_or(Value::Null)
 }
 
 /// A JSON value after Go's decode (integers kept when they fit `int64`) and
@@ -55,12 +57,18 @@ mod tests {
         assert_eq!(go_float(f64::NAN), Value::Null);
         // Go: 12345678901234567000 (shortest digits, zero-padded).
         let v = go_float(12345678901234567890.0);
-        assert_eq!(v, serde_json::from_str::<Value>("12345678901234567000").unwrap());
+        assert_eq!(
+            v,
+            serde_json::from_str::<Value>("12345678901234567000").unwrap()
+        );
     }
 
     #[test]
     fn values_decode_like_go() {
-        assert_eq!(go_json(&json!({"a": [1.0, 2, 2.5, "x", null]})), json!({"a": [1, 2, 2.5, "x", null]}));
+        assert_eq!(
+            go_json(&json!({"a": [1.0, 2, 2.5, "x", null]})),
+            json!({"a": [1, 2, 2.5, "x", null]})
+        );
         assert_eq!(go_json(&json!(u64::MAX)), go_float(u64::MAX as f64));
     }
 }

@@ -47,18 +47,55 @@ const EMBEDDED_KIND: &str = "kind is a string value representing the type of thi
 /// The definition name of `<group>/<version>.<kind>`: the group reversed
 /// (`util.ToRESTFriendlyName`), e.g. `dev.bindery.testing.v1.Gizmo`.
 pub(crate) fn definition_name(group: &str, version: &str, kind: &str) -> String {
-    let first = if group.contains('.') { group.split('.').rev().collect::<Vec<_>>().join(".") } else { group.to_string() };
+    let first = if group.contains('.') {
+        group.split('.').rev().collect::<Vec<_>>().join(".")
+    } else {
+        group.to_string()
+    };
     format!("{first}.{version}.{kind}")
 }
 
 /// The order Go writes a schema's fields in; extensions (`x-…`) come after,
 /// sorted, and anything else last.
 const FIELD_ORDER: [&str; 38] = [
-    "id", "description", "type", "nullable", "format", "title", "default", "maximum", "exclusiveMaximum",
-    "minimum", "exclusiveMinimum", "maxLength", "minLength", "pattern", "maxItems", "minItems", "uniqueItems",
-    "multipleOf", "enum", "maxProperties", "minProperties", "required", "items", "allOf", "oneOf", "anyOf", "not",
-    "properties", "additionalProperties", "patternProperties", "dependencies", "additionalItems", "definitions",
-    "$ref", "discriminator", "readOnly", "externalDocs", "example",
+    "id",
+    "description",
+    "type",
+    "nullable",
+    "format",
+    "title",
+    "default",
+    "maximum",
+    "exclusiveMaximum",
+    "minimum",
+    "exclusiveMinimum",
+    "maxLength",
+    "minLength",
+    "pattern",
+    "maxItems",
+    "minItems",
+    "uniqueItems",
+    "multipleOf",
+    "enum",
+    "maxProperties",
+    "minProperties",
+    "required",
+    "items",
+    "allOf",
+    "oneOf",
+    "anyOf",
+    "not",
+    "properties",
+    "additionalProperties",
+    "patternProperties",
+    "dependencies",
+    "additionalItems",
+    "definitions",
+    "$ref",
+    "discriminator",
+    "readOnly",
+    "externalDocs",
+    "example",
 ];
 
 /// Reorders a schema object's fields as Go writes them (cosmetic: clients
@@ -84,7 +121,9 @@ fn ordered(mut m: Map<String, Value>) -> Map<String, Value> {
 /// Sets a property (creating `properties`), keeping properties sorted as Go's
 /// map encoding does.
 fn set_property(schema: &mut Map<String, Value>, name: &str, value: Value) {
-    let props = schema.entry("properties").or_insert_with(|| Value::Object(Map::new()));
+    let props = schema
+        .entry("properties")
+        .or_insert_with(|| Value::Object(Map::new()));
     if let Value::Object(p) = props {
         p.insert(name.to_string(), value);
         p.sort_keys();
@@ -132,9 +171,16 @@ fn value_fields(v: &ValueValidation, m: &mut Map<String, Value>) {
     if !v.required.is_empty() {
         m.insert("required".into(), json!(v.required));
     }
-    for (k, list) in [("allOf", &v.all_of), ("oneOf", &v.one_of), ("anyOf", &v.any_of)] {
+    for (k, list) in [
+        ("allOf", &v.all_of),
+        ("oneOf", &v.one_of),
+        ("anyOf", &v.any_of),
+    ] {
         if !list.is_empty() {
-            m.insert(k.into(), Value::Array(list.iter().map(render_nested).collect()));
+            m.insert(
+                k.into(),
+                Value::Array(list.iter().map(render_nested).collect()),
+            );
         }
     }
     if let Some(not) = &v.not {
@@ -191,7 +237,10 @@ fn validation_fields(rules: &[ValidationRule], m: &mut Map<String, Value>) {
         .map(|r| {
             let mut o = Map::new();
             o.insert("rule".into(), r.rule.as_str().into());
-            for (k, v) in [("message", &r.message), ("messageExpression", &r.message_expression)] {
+            for (k, v) in [
+                ("message", &r.message),
+                ("messageExpression", &r.message_expression),
+            ] {
                 if let Some(v) = v.as_deref().filter(|v| !v.is_empty()) {
                     o.insert(k.into(), v.into());
                 }
@@ -218,7 +267,11 @@ fn render(s: &Structural) -> Value {
         m.insert("items".into(), render(i));
     }
     if !s.properties.is_empty() {
-        let p: Map<String, Value> = s.properties.iter().map(|(k, v)| (k.clone(), render(v))).collect();
+        let p: Map<String, Value> = s
+            .properties
+            .iter()
+            .map(|(k, v)| (k.clone(), render(v)))
+            .collect();
         m.insert("properties".into(), Value::Object(p));
     }
     if let Some(a) = &s.additional_properties {
@@ -245,7 +298,11 @@ fn render_nested(n: &Nested) -> Value {
         m.insert("items".into(), render_nested(i));
     }
     if !n.properties.is_empty() {
-        let p: Map<String, Value> = n.properties.iter().map(|(k, v)| (k.clone(), render_nested(v))).collect();
+        let p: Map<String, Value> = n
+            .properties
+            .iter()
+            .map(|(k, v)| (k.clone(), render_nested(v)))
+            .collect();
         m.insert("properties".into(), Value::Object(p));
     }
     generic_fields(&n.forbidden_generics, &mut m);
@@ -278,10 +335,18 @@ fn to_v2(s: &mut Structural) {
     }
     // A nullable field cannot be required in v2 (checked before the fields
     // themselves are converted).
-    let nullable: Vec<String> =
-        s.properties.iter().filter(|(_, p)| p.generic.nullable).map(|(k, _)| k.clone()).collect();
+    let nullable: Vec<String> = s
+        .properties
+        .iter()
+        .filter(|(_, p)| p.generic.nullable)
+        .map(|(k, _)| k.clone())
+        .collect();
     s.value.required.retain(|r| !nullable.contains(r));
-    if s.additional_properties.as_ref().and_then(|a| a.schema.as_ref()).is_some_and(|a| a.generic.nullable) {
+    if s.additional_properties
+        .as_ref()
+        .and_then(|a| a.schema.as_ref())
+        .is_some_and(|a| a.generic.nullable)
+    {
         s.value.required.clear();
     }
     if let Some(i) = &mut s.items {
@@ -290,7 +355,11 @@ fn to_v2(s: &mut Structural) {
     for p in s.properties.values_mut() {
         to_v2(p);
     }
-    if let Some(a) = s.additional_properties.as_mut().and_then(|a| a.schema.as_mut()) {
+    if let Some(a) = s
+        .additional_properties
+        .as_mut()
+        .and_then(|a| a.schema.as_mut())
+    {
         to_v2(a);
     }
 }
@@ -332,10 +401,20 @@ fn add_embedded_properties(s: &mut Map<String, Value>, flavor: Flavor) {
         v
     };
     let data = flavor.data();
-    set_property(s, "apiVersion", with_description(data.type_meta("apiVersion"), EMBEDDED_API_VERSION));
-    set_property(s, "kind", with_description(data.type_meta("kind"), EMBEDDED_KIND));
+    set_property(
+        s,
+        "apiVersion",
+        with_description(data.type_meta("apiVersion"), EMBEDDED_API_VERSION),
+    );
+    set_property(
+        s,
+        "kind",
+        with_description(data.type_meta("kind"), EMBEDDED_KIND),
+    );
     set_property(s, "metadata", object_meta_property(flavor));
-    let required = s.entry("required").or_insert_with(|| Value::Array(Vec::new()));
+    let required = s
+        .entry("required")
+        .or_insert_with(|| Value::Array(Vec::new()));
     if let Value::Array(r) = required {
         for field in ["kind", "apiVersion"] {
             if !r.iter().any(|x| x == field) {
@@ -351,7 +430,10 @@ fn gvk_extension(group: &str, version: &str, kind: &str) -> Value {
 }
 
 fn selectable_fields(version: &CustomResourceDefinitionVersion) -> Option<Value> {
-    let fields = version.selectable_fields.as_deref().filter(|f| !f.is_empty())?;
+    let fields = version
+        .selectable_fields
+        .as_deref()
+        .filter(|f| !f.is_empty())?;
     Some(Value::Array(
         fields
             .iter()
@@ -361,12 +443,23 @@ fn selectable_fields(version: &CustomResourceDefinitionVersion) -> Option<Value>
 }
 
 /// The published schema of `crd`'s kind in `version`.
-pub(crate) fn kind_schema(crd: &Crd, version: &CustomResourceDefinitionVersion, flavor: Flavor) -> Value {
-    let structural =
-        version.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).and_then(structural::published);
+pub(crate) fn kind_schema(
+    crd: &Crd,
+    version: &CustomResourceDefinitionVersion,
+    flavor: Flavor,
+) -> Value {
+    let structural = version
+        .schema
+        .as_ref()
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+        .and_then(structural::published);
     let crd_preserves = crd.spec.preserve_unknown_fields == Some(true);
     let mut m = match structural {
-        Some(s) if flavor == Flavor::V2 && (s.extensions.preserve_unknown_fields || crd_preserves) => None,
+        Some(s)
+            if flavor == Flavor::V2 && (s.extensions.preserve_unknown_fields || crd_preserves) =>
+        {
+            None
+        }
         Some(mut s) => {
             if flavor == Flavor::V2 {
                 to_v2(&mut s);
@@ -389,7 +482,10 @@ pub(crate) fn kind_schema(crd: &Crd, version: &CustomResourceDefinitionVersion, 
         m.insert("type".into(), "object".into());
         m
     });
-    m.insert("x-kubernetes-group-version-kind".into(), gvk_extension(crd.group, &version.name, crd.kind));
+    m.insert(
+        "x-kubernetes-group-version-kind".into(),
+        gvk_extension(crd.group, &version.name, crd.kind),
+    );
     if let Some(f) = selectable_fields(version) {
         m.insert("x-kubernetes-selectable-fields".into(), f);
     }
@@ -397,11 +493,18 @@ pub(crate) fn kind_schema(crd: &Crd, version: &CustomResourceDefinitionVersion, 
 }
 
 /// The published schema of `crd`'s list kind in `version`.
-pub(crate) fn list_schema(crd: &Crd, version: &CustomResourceDefinitionVersion, flavor: Flavor) -> Value {
+pub(crate) fn list_schema(
+    crd: &Crd,
+    version: &CustomResourceDefinitionVersion,
+    flavor: Flavor,
+) -> Value {
     let data = flavor.data();
     let item = definition_name(crd.group, &version.name, crd.kind);
     let mut m = Map::new();
-    m.insert("description".into(), format!("{} is a list of {}", crd.list_kind, crd.kind).into());
+    m.insert(
+        "description".into(),
+        format!("{} is a list of {}", crd.list_kind, crd.kind).into(),
+    );
     m.insert("type".into(), "object".into());
     m.insert("required".into(), json!(["items"]));
     set_property(&mut m, "apiVersion", data.type_meta("apiVersion"));
@@ -420,7 +523,10 @@ pub(crate) fn list_schema(crd: &Crd, version: &CustomResourceDefinitionVersion, 
         "metadata",
         json!({"description": data.list_meta_description(), "$ref": flavor.reference(LIST_META)}),
     );
-    m.insert("x-kubernetes-group-version-kind".into(), gvk_extension(crd.group, &version.name, &crd.list_kind));
+    m.insert(
+        "x-kubernetes-group-version-kind".into(),
+        gvk_extension(crd.group, &version.name, &crd.list_kind),
+    );
     if let Some(f) = selectable_fields(version) {
         m.insert("x-kubernetes-selectable-fields".into(), f);
     }
@@ -450,7 +556,12 @@ fn finish(mut v: Value, flavor: Flavor) -> Value {
 pub(crate) fn walk(v: &mut Value, f: &mut dyn FnMut(&mut Map<String, Value>)) {
     let Value::Object(m) = v else { return };
     f(m);
-    for key in ["properties", "patternProperties", "definitions", "dependencies"] {
+    for key in [
+        "properties",
+        "patternProperties",
+        "definitions",
+        "dependencies",
+    ] {
         if let Some(Value::Object(children)) = m.get_mut(key) {
             for c in children.values_mut() {
                 walk(c, f);
@@ -483,14 +594,25 @@ mod tests {
 
     #[test]
     fn definition_names_reverse_the_group() {
-        assert_eq!(definition_name("testing.bindery.dev", "v1", "Gizmo"), "dev.bindery.testing.v1.Gizmo");
+        assert_eq!(
+            definition_name("testing.bindery.dev", "v1", "Gizmo"),
+            "dev.bindery.testing.v1.Gizmo"
+        );
         assert_eq!(definition_name("nodots", "v1", "X"), "nodots.v1.X");
-        assert_eq!(Flavor::V3.reference("a/b~c"), "#/components/schemas/a~1b~0c");
+        assert_eq!(
+            Flavor::V3.reference("a/b~c"),
+            "#/components/schemas/a~1b~0c"
+        );
     }
 
     #[test]
     fn schemaless_versions_publish_a_bare_object() {
-        let specs = [spec("a.example.com", "Thing", "Namespaced", vec![version("v1", true)])];
+        let specs = [spec(
+            "a.example.com",
+            "Thing",
+            "Namespaced",
+            vec![version("v1", true)],
+        )];
         let served = Served::new(&specs);
         let crd = &served.crds[0];
         for flavor in [Flavor::V2, Flavor::V3] {

@@ -108,7 +108,10 @@ const TYPES: [&str; 6] = ["string", "number", "integer", "boolean", "array", "ob
 
 /// `validation.SchemaHasInvalidTypes`: a type outside OpenAPI v3's anywhere.
 fn has_invalid_types(s: &JSONSchemaProps) -> bool {
-    if s.type_.as_deref().is_some_and(|t| !t.is_empty() && !TYPES.contains(&t)) {
+    if s.type_
+        .as_deref()
+        .is_some_and(|t| !t.is_empty() && !TYPES.contains(&t))
+    {
         return true;
     }
     let lists = [&s.all_of, &s.any_of, &s.one_of];
@@ -118,8 +121,12 @@ fn has_invalid_types(s: &JSONSchemaProps) -> bool {
         Some(JSONSchemaPropsOrArray::Schemas(v)) if v.iter().any(has_invalid_types) => return true,
         _ => {}
     }
-    lists.iter().any(|l| l.iter().flatten().any(has_invalid_types))
-        || maps.iter().any(|m| m.iter().flat_map(|m| m.values()).any(has_invalid_types))
+    lists
+        .iter()
+        .any(|l| l.iter().flatten().any(has_invalid_types))
+        || maps
+            .iter()
+            .any(|m| m.iter().flat_map(|m| m.values()).any(has_invalid_types))
         || s.not.as_deref().is_some_and(has_invalid_types)
         || matches!(&s.additional_properties, Some(JSONSchemaPropsOrBool::Schema(a)) if has_invalid_types(a))
         || matches!(&s.additional_items, Some(JSONSchemaPropsOrBool::Schema(a)) if has_invalid_types(a))
@@ -165,10 +172,14 @@ fn convert(s: &JSONSchemaProps) -> Option<Structural> {
     }
     let additional_properties = match &s.additional_properties {
         None => None,
-        Some(JSONSchemaPropsOrBool::Bool(b)) => Some(AdditionalProperties { schema: None, allows: *b }),
-        Some(JSONSchemaPropsOrBool::Schema(a)) => {
-            Some(AdditionalProperties { schema: Some(Box::new(convert(a)?)), allows: true })
-        }
+        Some(JSONSchemaPropsOrBool::Bool(b)) => Some(AdditionalProperties {
+            schema: None,
+            allows: *b,
+        }),
+        Some(JSONSchemaPropsOrBool::Schema(a)) => Some(AdditionalProperties {
+            schema: Some(Box::new(convert(a)?)),
+            allows: true,
+        }),
     };
     Some(Structural {
         items,
@@ -186,7 +197,12 @@ fn generic(s: &JSONSchemaProps) -> Generic {
         description: s.description.clone().unwrap_or_default(),
         type_: s.type_.clone().unwrap_or_default(),
         title: s.title.clone().unwrap_or_default(),
-        default: s.default.as_ref().map(|d| &d.0).filter(|d| !d.is_null()).map(go_json),
+        default: s
+            .default
+            .as_ref()
+            .map(|d| &d.0)
+            .filter(|d| !d.is_null())
+            .map(go_json),
         nullable: s.nullable.unwrap_or(false),
     }
 }
@@ -207,7 +223,9 @@ fn extensions(s: &JSONSchemaProps) -> Option<Extensions> {
 }
 
 fn value_validation(s: &JSONSchemaProps) -> Option<ValueValidation> {
-    let nested_list = |l: &Option<Vec<JSONSchemaProps>>| -> Option<Vec<Nested>> { l.iter().flatten().map(nested).collect() };
+    let nested_list = |l: &Option<Vec<JSONSchemaProps>>| -> Option<Vec<Nested>> {
+        l.iter().flatten().map(nested).collect()
+    };
     let not = match &s.not {
         Some(n) => Some(Box::new(nested(n)?)),
         None => None,
@@ -268,7 +286,13 @@ fn nested(s: &JSONSchemaProps) -> Option<Nested> {
 /// `anyOf: [{type: integer}, {type: string}]`, nothing else.
 fn int_or_string_any_of(any_of: &[Nested]) -> bool {
     let just = |n: &Nested, t: &str| {
-        *n == Nested { forbidden_generics: Generic { type_: t.to_string(), ..Generic::default() }, ..Nested::default() }
+        *n == Nested {
+            forbidden_generics: Generic {
+                type_: t.to_string(),
+                ..Generic::default()
+            },
+            ..Nested::default()
+        }
     };
     any_of.len() == 2 && just(&any_of[0], "integer") && just(&any_of[1], "string")
 }
@@ -276,7 +300,13 @@ fn int_or_string_any_of(any_of: &[Nested]) -> bool {
 fn int_or_string_pair() -> Vec<Nested> {
     ["integer", "string"]
         .into_iter()
-        .map(|t| Nested { forbidden_generics: Generic { type_: t.into(), ..Generic::default() }, ..Nested::default() })
+        .map(|t| Nested {
+            forbidden_generics: Generic {
+                type_: t.into(),
+                ..Generic::default()
+            },
+            ..Nested::default()
+        })
         .collect()
 }
 
@@ -285,7 +315,10 @@ fn is_any_of_pattern(s: &Structural) -> bool {
 }
 
 fn is_all_of_pattern(s: &Structural) -> bool {
-    s.value.all_of.first().is_some_and(|a| int_or_string_any_of(&a.value.any_of))
+    s.value
+        .all_of
+        .first()
+        .is_some_and(|a| int_or_string_any_of(&a.value.any_of))
 }
 
 /// `Structural.Unfold`: int-or-string nodes get the `anyOf` they stand for.
@@ -295,7 +328,10 @@ fn unfold(s: &mut Structural) {
             s.value.any_of = int_or_string_pair();
         } else {
             let first = Nested {
-                value: ValueValidation { any_of: int_or_string_pair(), ..ValueValidation::default() },
+                value: ValueValidation {
+                    any_of: int_or_string_pair(),
+                    ..ValueValidation::default()
+                },
                 ..Nested::default()
             };
             s.value.all_of.insert(0, first);
@@ -307,7 +343,11 @@ fn unfold(s: &mut Structural) {
     for p in s.properties.values_mut() {
         unfold(p);
     }
-    if let Some(a) = s.additional_properties.as_mut().and_then(|a| a.schema.as_mut()) {
+    if let Some(a) = s
+        .additional_properties
+        .as_mut()
+        .and_then(|a| a.schema.as_mut())
+    {
         unfold(a);
     }
 }
@@ -328,23 +368,40 @@ fn valid_structural(s: &Structural) -> bool {
 fn invariants(s: &Structural, lvl: Level) -> bool {
     let x = &s.extensions;
     let t = s.generic.type_.as_str();
-    let ok_children = s.items.as_deref().is_none_or(|i| invariants(i, Level::Item))
+    let ok_children = s
+        .items
+        .as_deref()
+        .is_none_or(|i| invariants(i, Level::Item))
         && s.properties.values().all(|p| invariants(p, Level::Field))
         && s.additional_properties.as_ref().is_none_or(|a| {
-            lvl != Level::Root && a.schema.as_deref().is_none_or(|a| invariants(a, Level::Field))
+            lvl != Level::Root
+                && a.schema
+                    .as_deref()
+                    .is_none_or(|a| invariants(a, Level::Field))
         });
     let check_metadata = lvl == Level::Root || x.embedded_resource;
-    let typed_meta = |name: &str| !check_metadata || s.properties.get(name).is_none_or(|p| p.generic.type_ == "string");
+    let typed_meta = |name: &str| {
+        !check_metadata
+            || s.properties
+                .get(name)
+                .is_none_or(|p| p.generic.type_ == "string")
+    };
     ok_children
         && !(t == "array" && s.items.is_none())
         && !(x.int_or_string && (x.preserve_unknown_fields || x.embedded_resource))
         && value_invariants(&s.value, is_any_of_pattern(s), is_all_of_pattern(s))
-        && if x.embedded_resource { t == "object" } else { !t.is_empty() || x.int_or_string || x.preserve_unknown_fields }
+        && if x.embedded_resource {
+            t == "object"
+        } else {
+            !t.is_empty() || x.int_or_string || x.preserve_unknown_fields
+        }
         && !(x.embedded_resource && s.additional_properties.is_some())
         && !(lvl == Level::Root && !t.is_empty() && t != "object")
         && typed_meta("kind")
         && typed_meta("apiVersion")
-        && s.properties.get("metadata").is_none_or(|m| metadata_invariants(m, check_metadata, lvl))
+        && s.properties
+            .get("metadata")
+            .is_none_or(|m| metadata_invariants(m, check_metadata, lvl))
         && !(x.embedded_resource && !x.preserve_unknown_fields && s.properties.is_empty())
 }
 
@@ -368,9 +425,16 @@ fn metadata_invariants(m: &Structural, check_metadata: bool, lvl: Level) -> bool
     m == Structural::default()
 }
 
-fn value_invariants(v: &ValueValidation, skip_any_of: bool, skip_first_all_of_any_of: bool) -> bool {
+fn value_invariants(
+    v: &ValueValidation,
+    skip_any_of: bool,
+    skip_first_all_of_any_of: bool,
+) -> bool {
     (skip_any_of || v.any_of.iter().all(|n| nested_invariants(n, false)))
-        && v.all_of.iter().enumerate().all(|(i, n)| nested_invariants(n, skip_first_all_of_any_of && i == 0))
+        && v.all_of
+            .iter()
+            .enumerate()
+            .all(|(i, n)| nested_invariants(n, skip_first_all_of_any_of && i == 0))
         && v.one_of.iter().all(|n| nested_invariants(n, false))
         && v.not.as_deref().is_none_or(|n| nested_invariants(n, false))
 }
@@ -378,7 +442,9 @@ fn value_invariants(v: &ValueValidation, skip_any_of: bool, skip_first_all_of_an
 fn nested_invariants(v: &Nested, skip_any_of: bool) -> bool {
     let g = &v.forbidden_generics;
     value_invariants(&v.value, skip_any_of, false)
-        && v.items.as_deref().is_none_or(|i| nested_invariants(i, false))
+        && v.items
+            .as_deref()
+            .is_none_or(|i| nested_invariants(i, false))
         && v.properties.values().all(|p| nested_invariants(p, false))
         && g.type_.is_empty()
         && v.additional_properties.is_none()
@@ -394,14 +460,20 @@ fn nested_invariants(v: &Nested, skip_any_of: bool) -> bool {
 /// Every field a value validation names exists in the structural schema.
 fn complete_value(v: &ValueValidation, s: Option<&Structural>) -> bool {
     v.not.as_deref().is_none_or(|n| complete_nested(n, s))
-        && [&v.all_of, &v.any_of, &v.one_of].iter().all(|l| l.iter().all(|n| complete_nested(n, s)))
+        && [&v.all_of, &v.any_of, &v.one_of]
+            .iter()
+            .all(|l| l.iter().all(|n| complete_nested(n, s)))
 }
 
 fn complete_nested(v: &Nested, s: Option<&Structural>) -> bool {
     let Some(s) = s else { return false };
     complete_value(&v.value, Some(s))
-        && v.items.as_deref().is_none_or(|i| complete_nested(i, s.items.as_deref()))
-        && v.properties.iter().all(|(k, p)| complete_nested(p, s.properties.get(k)))
+        && v.items
+            .as_deref()
+            .is_none_or(|i| complete_nested(i, s.items.as_deref()))
+        && v.properties
+            .iter()
+            .all(|(k, p)| complete_nested(p, s.properties.get(k)))
 }
 
 #[cfg(test)]
@@ -425,7 +497,12 @@ mod tests {
         })))
         .expect("structural");
         // Unfolded: the int-or-string node gained its anyOf.
-        assert!(int_or_string_any_of(&s.properties["spec"].properties["port"].value.any_of));
+        assert!(int_or_string_any_of(
+            &s.properties["spec"].properties["port"].value.any_of
+        ));
+        // A junctor naming an unknown field below the root passes.
+        let nested = json!({"type": "object", "properties": {"a": {"type": "object", "anyOf": [{"properties": {"b": {}}}]}}});
+        assert!(published(&props(nested)).is_some());
     }
 
     #[test]
@@ -440,7 +517,8 @@ mod tests {
             json!({"type": "object", "additionalProperties": {"type": "string"}}),
             json!({"type": "object", "properties": {"metadata": {"type": "object", "description": "no"}}}),
             json!({"type": "object", "properties": {"a": {"type": "string", "anyOf": [{"type": "string"}]}}}),
-            json!({"type": "object", "properties": {"a": {"type": "object", "anyOf": [{"properties": {"b": {}}}]}}}),
+            // Completeness is checked at the root only, as kube-apiserver does.
+            json!({"type": "object", "anyOf": [{"properties": {"b": {}}}]}),
             json!({"type": "object", "properties": {"e": {"type": "object", "x-kubernetes-embedded-resource": true}}}),
             json!({"type": "object", "properties": {"a": {"type": "array", "items": [{"type": "string"}]}}}),
         ] {

@@ -10,6 +10,7 @@ pub mod auth;
 pub mod catalog;
 pub mod certs;
 pub mod discovery;
+pub mod documents;
 pub mod kubeconfig;
 pub mod proxy;
 pub mod route;

@@ -55,8 +55,10 @@ pub enum ApiPath {
     Health,
     /// `/api`
     LegacyRoot,
-    /// `/api/...` below the root: the core group, which bindery does not serve.
-    Legacy,
+    /// `/api/...` below the root: the core group. bindery serves only a
+    /// consumer's own namespaces there (`/api/v1/namespaces/<name>`), which
+    /// kubectl reads to word its not-found errors.
+    Legacy(Vec<String>),
     /// `/apis`
     GroupList,
     /// `/apis/<group>`
@@ -204,7 +206,7 @@ pub fn parse_api(segments: &[&str]) -> ApiPath {
         ["version"] => ApiPath::Version,
         ["healthz" | "livez" | "readyz", ..] => ApiPath::Health,
         ["api"] => ApiPath::LegacyRoot,
-        ["api", ..] => ApiPath::Legacy,
+        ["api", rest @ ..] => ApiPath::Legacy(rest.iter().map(|s| s.to_string()).collect()),
         ["apis"] => ApiPath::GroupList,
         ["apis", group] => ApiPath::Group(group.to_string()),
         ["apis", group, version] => ApiPath::GroupVersion {
@@ -290,7 +292,10 @@ mod tests {
     #[test]
     fn discovery_paths() {
         assert_eq!(consumer_path("/clusters/c1/api"), ApiPath::LegacyRoot);
-        assert_eq!(consumer_path("/clusters/c1/api/v1/pods"), ApiPath::Legacy);
+        assert_eq!(
+            consumer_path("/clusters/c1/api/v1/pods"),
+            ApiPath::Legacy(vec!["v1".into(), "pods".into()])
+        );
         assert_eq!(consumer_path("/clusters/c1/apis"), ApiPath::GroupList);
         assert_eq!(consumer_path("/clusters/c1/apis/"), ApiPath::GroupList);
         assert_eq!(

@@ -83,20 +83,43 @@ where
         }
     };
     let view = app.catalog.read(|catalog| catalog.view(&user.consumer));
+    if let Some(response) = crate::documents::serve(&view, &path, &parts.headers) {
+        return response;
+    }
     match path {
         ApiPath::Version => json(&app.version),
         ApiPath::Health => health(&app),
         ApiPath::Resource(request) => app.proxy.serve(&view, request, parts, body).await,
-        ApiPath::LegacyRoot
-        | ApiPath::Legacy
-        | ApiPath::GroupList
-        | ApiPath::Group(_)
-        | ApiPath::GroupVersion { .. }
-        | ApiPath::OpenApiV2
-        | ApiPath::OpenApiV3Root
-        | ApiPath::OpenApiV3GroupVersion { .. }
-        | ApiPath::NotFound => error(&ApiError::page_not_found()),
+        ApiPath::Legacy(segments) if parts.method == http::Method::GET => {
+            match segments.as_slice() {
+                [v1, namespaces, name] if v1 == "v1" && namespaces == "namespaces" => {
+                    consumer_namespace(&view, name)
+                }
+                _ => error(&ApiError::resource_not_found()),
+            }
+        }
+        _ => error(&ApiError::page_not_found()),
     }
+}
+
+/// A consumer namespace bindery has a provider namespace for, as the
+/// Namespace kubectl reads to tell "object not found" from "namespace not
+/// found"; any other is not found.
+fn consumer_namespace(view: &crate::catalog::ConsumerView, name: &str) -> Response<BoxBody> {
+    let recorded = view
+        .resources
+        .first()
+        .is_some_and(|r| r.bound.namespaces.is_recorded(name));
+    if !recorded {
+        return error(&ApiError::object_not_found("", "namespaces", name));
+    }
+    json(&serde_json::json!({
+        "kind": "Namespace",
+        "apiVersion": "v1",
+        "metadata": {"name": name},
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
+    }))
 }
 
 fn health(app: &App) -> Response<BoxBody> {

@@ -24,14 +24,15 @@
 #     openapi-v3.json                the v3 component schemas CRD documents use,
 #                                    and each action's parameter list
 #
-# The clusters are stopped on exit, also on failure, unless --keep-running
-# (then stop them with cluster.sh down --run-dir DIR). Env: as cluster.sh
+# The clusters are stopped on exit, also on failure, and a run dir the script
+# made is removed, unless --keep-running (then stop them with
+# cluster.sh down --run-dir DIR). Env: as cluster.sh
 # (BINDERY_BIN, KUBECTL, BINDERY_CACHE_DIR).
 set -Eeuo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-run_dir=$(mktemp -d /tmp/capture-discovery.XXXXXX)
+run_dir=
 keep=
 while [ $# -gt 0 ]; do
   case $1 in
@@ -41,6 +42,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+made_run_dir=
+if [ -z "$run_dir" ]; then run_dir=$(mktemp -d /tmp/capture-discovery.XXXXXX); made_run_dir=1; fi
 crds=$repo/src/discovery/testdata/crds.yaml
 real=$repo/src/discovery/testdata/real
 data=$repo/src/discovery/data
@@ -48,7 +51,11 @@ raw=$run_dir/raw
 mkdir -p "$real" "$data" "$raw"
 
 cluster() { "$repo/conformance/cluster/cluster.sh" "$@" --run-dir "$run_dir"; }
-[ -n "$keep" ] || trap 'cluster down >/dev/null 2>&1 || true' EXIT
+cleanup() {
+  cluster down >/dev/null 2>&1 || true
+  if [ -n "$made_run_dir" ]; then rm -rf "$run_dir"; fi
+}
+[ -n "$keep" ] || trap cleanup EXIT
 cluster up
 # shellcheck disable=SC1091
 source "$run_dir/env"

@@ -32,6 +32,8 @@ pub mod version;
 #[cfg(test)]
 mod reference_tests;
 #[cfg(test)]
+mod robustness_tests;
+#[cfg(test)]
 mod testdata;
 
 pub use etag::Document;

@@ -39,10 +39,10 @@ pub fn negotiate(accept: Option<&str>) -> DiscoveryFormat {
         return DiscoveryFormat::Legacy;
     };
     for clause in parse_accept(header) {
-        let json = match (clause.kind.as_str(), clause.sub.as_str()) {
-            ("application", "json") | ("application", "*") | ("*", "*") => true,
-            _ => false,
-        };
+        let json = matches!(
+            (clause.kind.as_str(), clause.sub.as_str()),
+            ("application", "json") | ("application", "*") | ("*", "*")
+        );
         if json && clause.param("g") == Some("apidiscovery.k8s.io") && clause.param("v") == Some("v2")
             && clause.param("as") == Some("APIGroupDiscoveryList")
             // Discovery allows the watch stream schema and no server version.

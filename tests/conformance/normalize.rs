@@ -83,11 +83,15 @@ fn words(line: &str) -> String {
         }
     }
     let joined = out.join(" ");
-    let masked = mask_after(&joined, "resourceVersion: \"");
-    mask_after(
-        &mask_after(&masked, "resourceVersion\":\""),
+    [
+        "resourceVersion: \"",
+        "\"resourceVersion\": \"",
+        "resourceVersion\":\"",
         "resourceVersion=",
-    )
+        "Resource Version:",
+    ]
+    .iter()
+    .fold(joined, |text, marker| mask_after(&text, marker))
 }
 
 fn mask_after(text: &str, marker: &str) -> String {
@@ -96,6 +100,9 @@ fn mask_after(text: &str, marker: &str) -> String {
     while let Some(i) = rest.find(marker) {
         out.push_str(&rest[..i + marker.len()]);
         let tail = &rest[i + marker.len()..];
+        let spaces = tail.len() - tail.trim_start_matches(' ').len();
+        out.push_str(&tail[..spaces]);
+        let tail = &tail[spaces..];
         let end = tail
             .find(|c: char| !c.is_ascii_digit())
             .unwrap_or(tail.len());

@@ -117,6 +117,14 @@ fn path_items(
         .collect()
 }
 
+/// A table `close_over` fills: (reference prefix, where entries come from,
+/// the entries found so far).
+type Table<'a> = (
+    &'a str,
+    &'a Map<String, Value>,
+    &'a mut BTreeMap<String, Value>,
+);
+
 /// Every `$ref` under `v`.
 fn refs(v: &Value, out: &mut BTreeSet<String>) {
     match v {
@@ -138,10 +146,7 @@ fn refs(v: &Value, out: &mut BTreeSet<String>) {
 /// Adds to `tables` what `roots` reference, transitively, from `sources`:
 /// each table is (ref prefix, source entries, found entries). Entries already
 /// in a table are not looked up; references nothing provides are left alone.
-fn close_over(
-    roots: &[&Value],
-    tables: &mut [(&str, &Map<String, Value>, &mut BTreeMap<String, Value>)],
-) {
+fn close_over(roots: &[&Value], tables: &mut [Table]) {
     let mut todo = BTreeSet::new();
     for r in roots {
         refs(r, &mut todo);

@@ -214,6 +214,25 @@ mod tests {
     }
 
     #[test]
+    fn groups_are_ordered_by_their_first_apiservice_name() {
+        // APIServices "alpha.zeta.io" < "v1.beta.io": the aggregator lists
+        // zeta.io first (aggregated discovery sorts by group name instead).
+        let specs = [
+            spec("beta.io", "B", "Cluster", vec![version("v1", true)]),
+            spec("zeta.io", "Z", "Cluster", vec![version("alpha", true)]),
+        ];
+        let names: Vec<Value> = api_group_list(&specs)["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["name"].clone())
+            .collect();
+        assert_eq!(names, [json!("zeta.io"), json!("beta.io")]);
+        let agg = crate::discovery::aggregated::apis(&specs);
+        assert_eq!(agg["items"][0]["metadata"]["name"], "beta.io");
+    }
+
+    #[test]
     fn names_are_defaulted_like_kube_apiserver() {
         let mut s = spec(
             "a.example.com",

@@ -15,6 +15,7 @@ pub mod kubeconfig;
 pub mod proxy;
 pub mod route;
 pub mod router;
+pub mod schema_compat;
 pub mod serve;
 pub mod server;
 pub mod status;

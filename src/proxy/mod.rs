@@ -330,9 +330,9 @@ fn request_error(served: &ServedResource, error: RequestError) -> ApiError {
             &format!("metadata.labels[{key}]"),
             "the label is reserved by bindery",
         ),
-        RequestError::Continue(TokenError::Encoding) => ApiError::bad_request(
-            "invalid continue token: continue key is not valid: illegal base64 data",
-        ),
+        RequestError::Continue(error @ TokenError::Encoding(_)) => ApiError::bad_request(format!(
+            "invalid continue token: continue key is not valid: {error}"
+        )),
         RequestError::Continue(TokenError::Forged) => ApiError::bad_request(
             "invalid continue token: continue key is not valid: it was not issued for this request",
         ),

@@ -17,10 +17,23 @@ pub struct ContinueTokens {
 /// Why a continue token was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TokenError {
-    #[error("illegal base64 data")]
-    Encoding,
+    /// Not raw URL-safe base64; the offset is where Go's decoder stops,
+    /// so the message reads as kube-apiserver's does.
+    #[error("illegal base64 data at input byte {0}")]
+    Encoding(usize),
     #[error("token was not issued for this request")]
     Forged,
+}
+
+/// The byte offset Go's `base64.RawURLEncoding` reports for `token`.
+fn corrupt_offset(token: &str, error: base64::DecodeError) -> usize {
+    use base64::DecodeError::*;
+    match error {
+        InvalidByte(offset, _) | InvalidLastSymbol(offset, _) => offset,
+        // A trailing lone character: Go names the start of its quantum.
+        InvalidLength(length) => length.saturating_sub(1),
+        InvalidPadding => token.find('=').unwrap_or(0),
+    }
 }
 
 impl ContinueTokens {
@@ -67,7 +80,7 @@ impl ContinueTokens {
     pub fn open(&self, scope: &str, token: &str) -> Result<String, TokenError> {
         let raw = URL_SAFE_NO_PAD
             .decode(token)
-            .map_err(|_| TokenError::Encoding)?;
+            .map_err(|e| TokenError::Encoding(corrupt_offset(token, e)))?;
         if raw.len() < NONCE_LEN {
             return Err(TokenError::Forged);
         }
@@ -105,9 +118,21 @@ mod tests {
         );
         assert_eq!(
             tokens.open("c1/widgets/ns", "%%"),
-            Err(TokenError::Encoding)
+            Err(TokenError::Encoding(0))
         );
         assert_eq!(tokens.open("c1/widgets/ns", "abc"), Err(TokenError::Forged));
+    }
+
+    #[test]
+    fn encoding_errors_name_the_offset_go_names() {
+        let tokens = ContinueTokens::random();
+        for (token, offset) in [("ab$d", 2), ("abcde", 4), ("abcd=", 4), ("a", 0)] {
+            assert_eq!(
+                tokens.open("s", token),
+                Err(TokenError::Encoding(offset)),
+                "{token}"
+            );
+        }
     }
 
     proptest::proptest! {

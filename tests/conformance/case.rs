@@ -35,6 +35,10 @@ pub struct Step {
     /// Variables to take from the JSON response: name → dot path.
     #[serde(default)]
     pub capture: BTreeMap<String, String>,
+    /// Who acts: absent for the target's consumer, `other` for the second
+    /// consumer that must never see, or be seen by, the first.
+    #[serde(rename = "as")]
+    pub actor: Option<String>,
     /// Whether the output takes part in the comparison (default true).
     #[serde(default = "yes")]
     pub compare: bool,

@@ -15,7 +15,7 @@ mod normalize;
 mod target;
 
 use fixture::{clusters, repo_root};
-use target::{Target, Vars};
+use target::{Actor, Target, Vars};
 
 const CRD: &str = "widgets.conformance.bindery.dev";
 const NAMESPACES: &[&str] = &["conf", "conf2"];
@@ -32,32 +32,36 @@ fn main() {
 async fn run(filter: Option<&str>) -> bool {
     let cases = case::load(&repo_root().join("conformance/cases"))
         .unwrap_or_else(|e| panic!("loading cases: {e}"));
-    let provider = &clusters().provider;
-    provider.kubectl(&[
-        "apply",
-        "-f",
-        &repo_root().join("conformance/crds").to_string_lossy(),
-    ]);
-    provider.kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        &format!("crd/{CRD}"),
-    ]);
-    for ns in NAMESPACES {
-        let _ = provider.kubectl_output(&["create", "namespace", ns], None);
+    let (provider, app) = (&clusters().provider, &clusters().app);
+    // The app cluster serves the same CRD directly: the reference for a
+    // second consumer, which must be as separate as another cluster.
+    for cluster in [provider, app] {
+        install_crd(cluster);
     }
     let consumer = bindery::bindery().consumer("conformance", CRD, "widgets");
+    let other = bindery::bindery().consumer("conformance-other", CRD, "widgets");
     let targets = [
         Target {
             name: "direct",
-            kubeconfig: provider.kubeconfig.clone(),
-            client: provider.client().await,
+            main: Actor {
+                kubeconfig: provider.kubeconfig.clone(),
+                client: provider.client().await,
+            },
+            other: Actor {
+                kubeconfig: app.kubeconfig.clone(),
+                client: app.client().await,
+            },
         },
         Target {
             name: "bindery",
-            kubeconfig: consumer.kubeconfig.clone(),
-            client: consumer.client().await,
+            main: Actor {
+                kubeconfig: consumer.kubeconfig.clone(),
+                client: consumer.client().await,
+            },
+            other: Actor {
+                kubeconfig: other.kubeconfig.clone(),
+                client: other.client().await,
+            },
         },
     ];
     let (mut passed, mut failed) = (0, 0);
@@ -69,6 +73,7 @@ async fn run(filter: Option<&str>) -> bool {
         let mut outputs: Vec<Vec<String>> = Vec::new();
         for target in &targets {
             clean(provider);
+            clean(app);
             let mut vars = Vars::new();
             let mut texts = Vec::new();
             for step in &case.steps {
@@ -96,13 +101,32 @@ async fn run(filter: Option<&str>) -> bool {
         }
     }
     clean(provider);
+    clean(app);
     println!("\n{passed} passed, {failed} failed");
     failed > 0 || passed == 0
 }
 
-/// Deletes every Widget on the provider, finalizers and all, and waits.
-fn clean(provider: &fixture::Cluster) {
-    let names = provider.kubectl(&[
+/// Installs the case CRD and the case namespaces in `cluster`.
+fn install_crd(cluster: &fixture::Cluster) {
+    cluster.kubectl(&[
+        "apply",
+        "-f",
+        &repo_root().join("conformance/crds").to_string_lossy(),
+    ]);
+    cluster.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        &format!("crd/{CRD}"),
+    ]);
+    for ns in NAMESPACES {
+        let _ = cluster.kubectl_output(&["create", "namespace", ns], None);
+    }
+}
+
+/// Deletes every Widget in `cluster`, finalizers and all, and waits.
+fn clean(cluster: &fixture::Cluster) {
+    let names = cluster.kubectl(&[
         "get",
         "widgets.conformance.bindery.dev",
         "-A",
@@ -111,7 +135,7 @@ fn clean(provider: &fixture::Cluster) {
     ]);
     for line in names.lines().filter(|l| !l.is_empty()) {
         let (ns, name) = line.split_once('/').expect("namespace/name");
-        let _ = provider.kubectl_output(
+        let _ = cluster.kubectl_output(
             &[
                 "-n",
                 ns,
@@ -125,7 +149,7 @@ fn clean(provider: &fixture::Cluster) {
             None,
         );
     }
-    provider.kubectl(&[
+    cluster.kubectl(&[
         "delete",
         "widgets.conformance.bindery.dev",
         "-A",

@@ -13,10 +13,21 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-pub struct Target {
-    pub name: &'static str,
+/// One identity a step can act as: a kubeconfig for kubectl and a client
+/// for raw requests.
+pub struct Actor {
     pub kubeconfig: PathBuf,
     pub client: kube::Client,
+}
+
+/// A target acts as its consumer, or (for steps with `as: other`) as a second
+/// consumer whose objects must stay invisible: directly, that is a separate
+/// cluster serving the same CRD; through bindery, a second consumer bound to
+/// the same provider CRD by its own export.
+pub struct Target {
+    pub name: &'static str,
+    pub main: Actor,
+    pub other: Actor,
 }
 
 pub type Vars = BTreeMap<String, String>;
@@ -24,22 +35,79 @@ pub type Vars = BTreeMap<String, String>;
 impl Target {
     /// Runs one step and returns its normalized output.
     pub async fn run(&self, step: &Step, vars: &mut Vars) -> String {
+        let actor = match step.actor.as_deref() {
+            None => &self.main,
+            Some("other") => &self.other,
+            Some(unknown) => return format!("error: unknown actor {unknown:?}"),
+        };
         if step.kubectl.is_some() || step.args.is_some() {
-            return self.kubectl(step, vars);
+            return actor.kubectl(step, vars);
         }
         // The step's own text (before variables) heads its output: the
         // values differ between targets, the requests do not.
         if let Some(line) = &step.http {
             let head = line.clone();
-            return self.http(step, &substitute(line, vars), &head, vars).await;
+            return actor.http(step, &substitute(line, vars), &head, vars).await;
         }
         if let Some(path) = &step.watch {
             let head = format!("WATCH {path}");
-            return self.watch(step, &substitute(path, vars), &head, vars).await;
+            return self
+                .watch(actor, step, &substitute(path, vars), &head, vars)
+                .await;
         }
         "error: a step needs kubectl, args, http or watch".into()
     }
 
+    async fn watch(
+        &self,
+        actor: &Actor,
+        step: &Step,
+        path: &str,
+        head: &str,
+        vars: &mut Vars,
+    ) -> String {
+        let response = match actor
+            .client
+            .send(actor.request("GET", path, step, vars))
+            .await
+        {
+            Ok(response) => response,
+            Err(e) => return format!("{head}\ntransport error: {e}"),
+        };
+        let status = response.status().as_u16();
+        let mut out = format!("{head}\nstatus: {status}\n");
+        let mut during = Vec::new();
+        for inner in &step.during {
+            during.push(Box::pin(self.run(inner, vars)).await);
+        }
+        let want = step.events.unwrap_or(usize::MAX);
+        let mut body = response.into_body().into_data_stream();
+        let mut pending = Vec::new();
+        let mut events = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        while events.len() < want {
+            let next = tokio::time::timeout_at(deadline, body.next()).await;
+            let Ok(Some(Ok(chunk))) = next else { break };
+            let chunk: Bytes = chunk;
+            pending.extend_from_slice(&chunk);
+            while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=end).collect();
+                if !line.trim_ascii().is_empty() {
+                    events.push(render_body(&line, &BTreeMap::new(), &mut Vars::new()));
+                }
+            }
+        }
+        for (i, text) in during.iter().enumerate() {
+            out.push_str(&format!("--- during step {i}\n{text}\n"));
+        }
+        for (i, event) in events.iter().enumerate() {
+            out.push_str(&format!("--- event {i}\n{event}\n"));
+        }
+        out
+    }
+}
+
+impl Actor {
     fn kubectl(&self, step: &Step, vars: &Vars) -> String {
         let mut args: Vec<String> = match (&step.args, &step.kubectl) {
             (Some(args), _) => args.clone(),
@@ -135,47 +203,6 @@ impl Target {
             "{head}\nstatus: {status}\ncontent-type: {content_type}\nwarnings: {warnings:?}\n{}",
             render_body(&body, &step.capture, vars)
         )
-    }
-
-    async fn watch(&self, step: &Step, path: &str, head: &str, vars: &mut Vars) -> String {
-        let response = match self
-            .client
-            .send(self.request("GET", path, step, vars))
-            .await
-        {
-            Ok(response) => response,
-            Err(e) => return format!("{head}\ntransport error: {e}"),
-        };
-        let status = response.status().as_u16();
-        let mut out = format!("{head}\nstatus: {status}\n");
-        let mut during = Vec::new();
-        for inner in &step.during {
-            during.push(Box::pin(self.run(inner, vars)).await);
-        }
-        let want = step.events.unwrap_or(usize::MAX);
-        let mut body = response.into_body().into_data_stream();
-        let mut pending = Vec::new();
-        let mut events = Vec::new();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-        while events.len() < want {
-            let next = tokio::time::timeout_at(deadline, body.next()).await;
-            let Ok(Some(Ok(chunk))) = next else { break };
-            let chunk: Bytes = chunk;
-            pending.extend_from_slice(&chunk);
-            while let Some(end) = pending.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = pending.drain(..=end).collect();
-                if !line.trim_ascii().is_empty() {
-                    events.push(render_body(&line, &BTreeMap::new(), &mut Vars::new()));
-                }
-            }
-        }
-        for (i, text) in during.iter().enumerate() {
-            out.push_str(&format!("--- during step {i}\n{text}\n"));
-        }
-        for (i, event) in events.iter().enumerate() {
-            out.push_str(&format!("--- event {i}\n{event}\n"));
-        }
-        out
     }
 }
 

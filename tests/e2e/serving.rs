@@ -255,3 +255,78 @@ async fn watches_carry_consumer_terms_and_only_the_consumers_objects() {
         other => panic!("expected ADDED of mine, got {other:?}"),
     }
 }
+
+/// Objects in the consumer's own provider namespace that another export made
+/// (another identity hash), or that nobody labelled, are not the consumer's:
+/// no verb reaches them, and they are left as they were.
+#[tokio::test]
+async fn objects_of_another_export_stay_hidden_in_the_consumers_namespace() {
+    let consumer = consumer("other-export");
+    let api = gizmos(consumer.client().await, "mixed");
+    api.create(&PostParams::default(), &gizmo("mine", "red", json!({})))
+        .await
+        .expect("create through bindery");
+    let provider_ns = format!("{}-mixed", consumer.cluster_namespace);
+    let upstream = gizmos(clusters().provider.client().await, &provider_ns);
+    let stale_export = "0".repeat(32);
+    for (name, labels) in [
+        (
+            "foreign",
+            json!({"bindery.dev/consumer": "other-export", "bindery.dev/export": stale_export}),
+        ),
+        ("bare", json!({})),
+    ] {
+        upstream
+            .create(&PostParams::default(), &gizmo(name, "green", labels))
+            .await
+            .expect("create directly on the provider");
+    }
+
+    let names: Vec<String> = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|o| o.metadata.name)
+        .collect();
+    assert_eq!(names, ["mine"]);
+    let everywhere = all_gizmos(consumer.client().await)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert_eq!(everywhere.items.len(), 1);
+    for name in ["foreign", "bare"] {
+        for result in [
+            api.get(name).await.map(|_| ()),
+            api.patch(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(json!({"spec": {"color": "stolen"}})),
+            )
+            .await
+            .map(|_| ()),
+            api.delete(name, &DeleteParams::default()).await.map(|_| ()),
+        ] {
+            match result {
+                Err(kube::Error::Api(status)) => assert_eq!(status.code, 404, "{name}: {status:?}"),
+                other => panic!("{name}: expected 404, got {other:?}"),
+            }
+        }
+        let kept = upstream.get(name).await.expect("still on the provider");
+        assert_eq!(kept.data["spec"]["color"], "green");
+    }
+
+    let mut events = api
+        .watch(&WatchParams::default().timeout(5), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let mut seen = Vec::new();
+    while let Some(event) = events.try_next().await.unwrap() {
+        if let WatchEvent::Added(object) = event {
+            seen.extend(object.metadata.name);
+        }
+    }
+    assert_eq!(seen, ["mine"]);
+}

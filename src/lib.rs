@@ -9,6 +9,7 @@ pub mod api;
 pub mod auth;
 pub mod catalog;
 pub mod certs;
+pub mod controllers;
 pub mod discovery;
 pub mod documents;
 pub mod kubeconfig;

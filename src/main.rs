@@ -22,8 +22,11 @@ enum Command {
     /// Make the development PKI: test-cluster CAs and certificates, bindery's
     /// serving certificate and consumer client certificates. Existing files are kept.
     Certs(CertsArgs),
-    /// Serve bound resources from the provider cluster.
+    /// Serve bound resources from the provider cluster (and run the
+    /// provider-side controllers, unless --controllers=false).
     Serve(ServeArgs),
+    /// Run only the provider-side controllers (leader-elected).
+    Controllers(ControllersArgs),
     /// Print a kubeconfig for a consumer of the direct endpoint `/clusters/<consumer>`.
     ConsumerKubeconfig(ConsumerKubeconfigArgs),
 }
@@ -42,6 +45,52 @@ struct ServeArgs {
     /// Consumer cluster namespaces are `<prefix><consumer>` (kube-bind's Helm default).
     #[arg(long, default_value = "kube-bind-")]
     cluster_namespace_prefix: String,
+    /// Also run the provider-side controllers (leader-elected).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    controllers: bool,
+    #[command(flatten)]
+    lease: LeaseArgs,
+}
+
+#[derive(clap::Args)]
+struct ControllersArgs {
+    /// Kubeconfig of the provider cluster (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long, env = "BINDERY_PROVIDER_KUBECONFIG")]
+    provider_kubeconfig: Option<PathBuf>,
+    /// Consumer cluster namespaces are `<prefix><consumer>` (kube-bind's Helm default).
+    #[arg(long, default_value = "kube-bind-")]
+    cluster_namespace_prefix: String,
+    #[command(flatten)]
+    lease: LeaseArgs,
+}
+
+#[derive(clap::Args)]
+struct LeaseArgs {
+    /// Namespace of the leader Lease.
+    #[arg(long, default_value = "kube-system")]
+    lease_namespace: String,
+    /// Name of the leader Lease.
+    #[arg(long, default_value = "bindery-controllers")]
+    lease_name: String,
+    /// This replica's name in the Lease (default: host name and process id).
+    #[arg(long)]
+    lease_identity: Option<String>,
+    /// Seconds a leader keeps the Lease without renewing it.
+    #[arg(long, default_value_t = 15)]
+    lease_seconds: u64,
+}
+
+impl LeaseArgs {
+    fn options(self, prefix: &str) -> bindery::controllers::Options {
+        let mut options = bindery::controllers::Options::new(prefix);
+        options.lease.namespace = self.lease_namespace;
+        options.lease.name = self.lease_name;
+        if let Some(identity) = self.lease_identity {
+            options.lease.identity = identity;
+        }
+        options.lease.duration = std::time::Duration::from_secs(self.lease_seconds);
+        options
+    }
 }
 
 #[derive(clap::Args)]
@@ -85,6 +134,7 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Certs(args) => certs(args),
         Command::Serve(args) => serve(args),
+        Command::Controllers(args) => controllers(args),
         Command::ConsumerKubeconfig(args) => consumer_kubeconfig(args),
     }
 }
@@ -122,8 +172,25 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         provider_kubeconfig: args.provider_kubeconfig,
         listen: args.listen,
         pki: args.pki,
+        controllers: args
+            .controllers
+            .then(|| args.lease.options(&args.cluster_namespace_prefix)),
         cluster_namespace_prefix: args.cluster_namespace_prefix,
     }))
+}
+
+fn controllers(args: ControllersArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async {
+        let client = bindery::serve::provider_client(args.provider_kubeconfig.as_deref()).await?;
+        let options = args.lease.options(&args.cluster_namespace_prefix);
+        println!("bindery controllers: {}", options.lease.identity);
+        tokio::select! {
+            _ = bindery::controllers::run(client, options) => {}
+            _ = bindery::serve::wait_for_signal() => {}
+        }
+        Ok(())
+    })
 }
 
 fn certs(args: CertsArgs) -> anyhow::Result<()> {

@@ -20,6 +20,8 @@ pub struct Options {
     pub listen: SocketAddr,
     pub pki: PathBuf,
     pub cluster_namespace_prefix: String,
+    /// The provider-side controllers to run beside serving, if any.
+    pub controllers: Option<crate::controllers::Options>,
 }
 
 pub async fn run(options: Options) -> Result<()> {
@@ -36,6 +38,9 @@ pub async fn run(options: Options) -> Result<()> {
         &[&pki.consumer_ca()],
     )?;
     let catalog = catalog::watch::start(client.clone(), &options.cluster_namespace_prefix);
+    if let Some(controllers) = options.controllers {
+        tokio::spawn(crate::controllers::run(client.clone(), controllers));
+    }
     let (stop_tx, stop_rx) = signal::channel(false);
     let app = Arc::new(App {
         catalog: catalog.clone(),
@@ -63,7 +68,7 @@ pub async fn run(options: Options) -> Result<()> {
     Ok(())
 }
 
-async fn provider_client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client> {
+pub async fn provider_client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client> {
     let config = match kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)
@@ -82,7 +87,7 @@ async fn provider_client(kubeconfig: Option<&std::path::Path>) -> Result<kube::C
     kube::Client::try_from(config).context("making the provider client")
 }
 
-async fn wait_for_signal() {
+pub async fn wait_for_signal() {
     let mut terminate =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     tokio::select! {

@@ -44,11 +44,12 @@ pub use service_binding::{
     ClaimState, NamespacedSecretKeyRef,
 };
 pub use service_export::{
-    APIServiceExport, APIServiceExportSpec, APIServiceExportStatus, Isolation,
+    APIServiceExport, APIServiceExportSpec, APIServiceExportStatus, IDENTITY_VALID_CONDITION,
+    Isolation,
 };
 pub use service_export_request::{
     APIServiceExportRequest, APIServiceExportRequestSpec, APIServiceExportRequestStatus,
-    ExportRequestPhase,
+    ExportRequestPhase, TemplateReference,
 };
 pub use service_export_template::{
     APIServiceExportTemplate, APIServiceExportTemplateSpec, APIServiceExportTemplateStatus,

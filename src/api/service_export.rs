@@ -82,6 +82,11 @@ pub enum Isolation {
     None,
 }
 
+/// bindery's condition on an export whose identity Secret and
+/// `status.identityHash` disagree (or whose Secret is gone): `False` stops
+/// serving the export, so objects of two identities are never mixed.
+pub const IDENTITY_VALID_CONDITION: &str = "IdentityValid";
+
 /// Observed state of an export.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -30,8 +30,13 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct APIServiceExportRequestSpec {
-    /// The resources to export.
-    #[schemars(length(min = 1))]
+    /// bindery extension: the APIServiceExportTemplate to bind. Its resources,
+    /// claims, namespaces and schema update policy apply; fields set here too
+    /// must stay within what the template offers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_ref: Option<TemplateReference>,
+    /// The resources to export; required unless `templateRef` is set.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resources: Vec<ExportedResource>,
     /// Other objects the provider may reach in the consumer's space.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -46,6 +51,14 @@ pub struct APIServiceExportRequestSpec {
     /// Whether the BoundSchemas follow later changes of their CRDs.
     #[serde(default)]
     pub schema_update_policy: SchemaUpdatePolicy,
+}
+
+/// A cluster-scoped APIServiceExportTemplate, by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateReference {
+    /// Name of the template.
+    pub name: String,
 }
 
 /// Where a request stands. It starts Pending and ends Succeeded or Failed.

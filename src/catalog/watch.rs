@@ -133,12 +133,22 @@ pub fn export_record(object: &DynamicObject) -> Option<ExportRecord> {
         Some("None") => Isolation::None,
         _ => Isolation::Prefixed,
     };
-    let identity = object
-        .data
-        .get("status")
+    let status = object.data.get("status");
+    // An identity the controllers found in doubt is not served at all.
+    let identity_in_doubt = status
+        .and_then(|s| s.get("conditions"))
+        .and_then(Value::as_array)
+        .is_some_and(|conditions| {
+            conditions.iter().any(|c| {
+                c.get("type").and_then(Value::as_str) == Some(crate::api::IDENTITY_VALID_CONDITION)
+                    && c.get("status").and_then(Value::as_str) == Some("False")
+            })
+        });
+    let identity = status
         .and_then(|s| s.get("identityHash"))
         .and_then(Value::as_str)
-        .and_then(IdentityHash::parse);
+        .and_then(IdentityHash::parse)
+        .filter(|_| !identity_in_doubt);
     let created = object
         .metadata
         .creation_timestamp

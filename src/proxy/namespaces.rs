@@ -34,39 +34,55 @@ impl NamespaceProvisioner {
         if self.made.contains(&provider_ns) {
             return Ok(());
         }
-        let namespace: Namespace = serde_json::from_value(json!({
-            "metadata": {
-                "name": provider_ns,
-                "labels": {CONSUMER_LABEL: bound.consumer.as_str()},
-                "annotations": {CONSUMER_NAMESPACE_ANNOTATION: consumer_ns},
-            }
-        }))
-        .map_err(|e| ApiError::internal(e.to_string()))?;
-        ignore_exists(
-            Api::<Namespace>::all(self.client.clone())
-                .create(&PostParams::default(), &namespace)
-                .await,
-        )?;
-
-        let cluster_ns = bound.namespaces.cluster_namespace();
-        let api: Api<APIServiceNamespace> = Api::namespaced(self.client.clone(), cluster_ns);
-        let record = APIServiceNamespace::new(consumer_ns, APIServiceNamespaceSpec {});
-        ignore_exists(api.create(&PostParams::default(), &record).await)?;
-        let status = Patch::Merge(json!({"status": {"namespace": provider_ns}}));
-        api.patch_status(consumer_ns, &PatchParams::default(), &status)
-            .await
-            .map_err(|e| ApiError::internal(format!("recording namespace {consumer_ns}: {e}")))?;
+        make_provider_namespace(
+            &self.client,
+            bound.namespaces.cluster_namespace(),
+            bound.consumer.as_str(),
+            consumer_ns,
+        )
+        .await
+        .map_err(|e| ApiError::internal(format!("making a provider namespace: {e}")))?;
         self.made.insert(provider_ns);
         Ok(())
     }
 }
 
-fn ignore_exists<T>(result: Result<T, kube::Error>) -> Result<(), ApiError> {
+/// Makes consumer namespace `consumer_ns`'s provider namespace
+/// `<cluster_ns>-<consumer_ns>` and records it in an APIServiceNamespace
+/// (used for first writes and for the namespaces a request pre-seeds).
+pub async fn make_provider_namespace(
+    client: &kube::Client,
+    cluster_ns: &str,
+    consumer: &str,
+    consumer_ns: &str,
+) -> Result<(), kube::Error> {
+    let provider_ns = format!("{cluster_ns}-{consumer_ns}");
+    let namespace: Namespace = serde_json::from_value(json!({
+        "metadata": {
+            "name": provider_ns,
+            "labels": {CONSUMER_LABEL: consumer},
+            "annotations": {CONSUMER_NAMESPACE_ANNOTATION: consumer_ns},
+        }
+    }))
+    .map_err(kube::Error::SerdeError)?;
+    ignore_exists(
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &namespace)
+            .await,
+    )?;
+    let api: Api<APIServiceNamespace> = Api::namespaced(client.clone(), cluster_ns);
+    let record = APIServiceNamespace::new(consumer_ns, APIServiceNamespaceSpec {});
+    ignore_exists(api.create(&PostParams::default(), &record).await)?;
+    let status = Patch::Merge(json!({"status": {"namespace": provider_ns}}));
+    api.patch_status(consumer_ns, &PatchParams::default(), &status)
+        .await?;
+    Ok(())
+}
+
+fn ignore_exists<T>(result: Result<T, kube::Error>) -> Result<(), kube::Error> {
     match result {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
-        Err(error) => Err(ApiError::internal(format!(
-            "making a provider namespace: {error}"
-        ))),
+        Err(error) => Err(error),
     }
 }

@@ -113,6 +113,17 @@ impl Bindery {
             },
         });
         provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&bound_schema.to_string()));
+        // The export's identity, as the controllers would make it: a Secret
+        // beside the export (made first, so that the controllers adopt it
+        // rather than make their own), and the sha256 of its key in the status.
+        let key = format!("{id}/{export}/{}", std::process::id());
+        let identity = sha256_hex(key.as_bytes());
+        let secret = serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": format!("{export}-identity"), "namespace": cluster_namespace},
+            "stringData": {"key": key},
+        });
+        provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&secret.to_string()));
         let export_object = serde_json::json!({
             "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExport",
             "metadata": {"name": export, "namespace": cluster_namespace},
@@ -122,7 +133,6 @@ impl Bindery {
             },
         });
         provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&export_object.to_string()));
-        let identity = sha256_hex(format!("{id}/{export}/{}", std::process::id()).as_bytes());
         provider.kubectl(&[
             "-n",
             &cluster_namespace,
@@ -134,6 +144,18 @@ impl Bindery {
             "-p",
             &format!(r#"{{"status":{{"identityHash":"{identity}"}}}}"#),
         ]);
+        let consumer = self.endpoint(id);
+        consumer.wait_until_served(group, plural);
+        consumer
+    }
+}
+
+impl Bindery {
+    /// The direct endpoint of consumer `id` (cluster namespace
+    /// `kube-bind-<id>`), with a client certificate for it; nothing is set up
+    /// on the provider.
+    pub fn endpoint(&self, id: &str) -> Consumer {
+        let cluster_namespace = format!("kube-bind-{id}");
         let kubeconfig_text = Command::new(env!("CARGO_BIN_EXE_bindery"))
             .args([
                 "consumer-kubeconfig",
@@ -154,16 +176,14 @@ impl Bindery {
         let kubeconfig = self.pki.join(format!("{id}.kubeconfig"));
         std::fs::write(&kubeconfig, &kubeconfig_text.stdout)
             .expect("writing the consumer kubeconfig");
-        let consumer = Consumer {
+        Consumer {
             id: id.to_string(),
             cluster_namespace,
             kubeconfig,
             base_url: format!("{}/clusters/{id}", self.url),
             cert: self.pki.join(format!("bindery/consumers/{id}.crt")),
             key: self.pki.join(format!("bindery/consumers/{id}.key")),
-        };
-        consumer.wait_until_served(group, plural);
-        consumer
+        }
     }
 }
 

@@ -3,7 +3,9 @@
 //! kube-controller-manager processes, and real kubectl.
 
 mod bindery;
+mod controllers;
 mod fixture;
+mod leader;
 mod lifecycle;
 mod recording_server;
 mod serving;

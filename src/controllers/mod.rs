@@ -1,0 +1,78 @@
+//! The provider-side controllers, run inside `bindery serve` or alone as
+//! `bindery controllers`, by whichever replica holds the leader Lease.
+//!
+//! - `request`: APIServiceExportRequest → everything an export needs;
+//! - `export`: each export's identity and RBAC;
+//! - `identity`, `rbac`, `naming`, `conditions`: what those share.
+
+pub mod conditions;
+pub mod export;
+pub mod identity;
+pub mod leader;
+pub mod naming;
+pub mod rbac;
+pub mod request;
+
+use kube::api::PatchParams;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The field manager of everything the controllers apply.
+pub const FIELD_MANAGER: &str = "bindery-controllers";
+
+/// What every controller needs.
+pub struct Context {
+    pub client: kube::Client,
+    /// Cluster namespaces are `<prefix><consumer>`.
+    pub prefix: String,
+    /// Recorded in each ClusterBinding.
+    pub provider_pretty_name: String,
+}
+
+impl Context {
+    /// Server-side apply as the controllers' field manager.
+    pub fn apply(&self) -> PatchParams {
+        PatchParams::apply(FIELD_MANAGER).force()
+    }
+}
+
+/// How the controllers run.
+pub struct Options {
+    pub prefix: String,
+    pub provider_pretty_name: String,
+    pub lease: leader::LeaseSettings,
+}
+
+impl Options {
+    /// Defaults: Lease `bindery-controllers` in `kube-system`, named after the
+    /// host and process, held for 15 s.
+    pub fn new(prefix: &str) -> Self {
+        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "bindery".into());
+        Self {
+            prefix: prefix.to_string(),
+            provider_pretty_name: "bindery".into(),
+            lease: leader::LeaseSettings {
+                namespace: "kube-system".into(),
+                name: "bindery-controllers".into(),
+                identity: format!("{host}-{}", std::process::id()),
+                duration: Duration::from_secs(15),
+            },
+        }
+    }
+}
+
+/// Runs every controller while this replica leads; never returns.
+pub async fn run(client: kube::Client, options: Options) {
+    let context = Arc::new(Context {
+        client: client.clone(),
+        prefix: options.prefix,
+        provider_pretty_name: options.provider_pretty_name,
+    });
+    leader::lead(client, options.lease, move || {
+        let context = context.clone();
+        async move {
+            tokio::join!(request::run(context.clone()), export::run(context.clone()));
+        }
+    })
+    .await;
+}

@@ -1,0 +1,207 @@
+//! RBAC for a consumer's provider-side ServiceAccount: one ClusterRole per
+//! export listing exactly the exported resources (with their status and
+//! scale subresources) and the claimed resources, bound only in the
+//! consumer's own provider namespaces. A cluster-scoped export needs a
+//! ClusterRoleBinding: RBAC cannot narrow by name prefix, which is the one
+//! place the grant is wider than the consumer's objects (documented in
+//! docs/DESIGN.md).
+
+use super::{Context, naming};
+use crate::api::{APIServiceExport, APIServiceNamespace, BoundSchema, ResourceScope};
+use k8s_openapi::api::rbac::v1::PolicyRule;
+use kube::ResourceExt;
+use kube::api::{Api, Patch};
+use serde_json::json;
+
+/// Label on every RBAC object made for an export: `<cluster-ns>.<export>`,
+/// so that they can be found and removed with it.
+pub const EXPORT_RBAC_LABEL: &str = "bindery.dev/rbac-for";
+
+const OBJECT_VERBS: &[&str] = &[
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+];
+const CLAIM_VERBS: &[&str] = &[
+    "get", "list", "watch", "create", "update", "patch", "delete",
+];
+
+/// The rules for `export`: its resources and its claims, nothing else. Pure.
+pub fn rules(export: &APIServiceExport) -> Vec<PolicyRule> {
+    let mut rules = Vec::new();
+    for resource in &export.spec.resources {
+        rules.push(PolicyRule {
+            api_groups: Some(vec![resource.group.clone()]),
+            resources: Some(vec![
+                resource.resource.clone(),
+                format!("{}/status", resource.resource),
+                format!("{}/scale", resource.resource),
+            ]),
+            verbs: OBJECT_VERBS.iter().map(|v| v.to_string()).collect(),
+            ..Default::default()
+        });
+    }
+    for claim in &export.spec.permission_claims {
+        let mut rule = PolicyRule {
+            api_groups: Some(vec![claim.group.clone()]),
+            resources: Some(vec![claim.resource.clone()]),
+            verbs: CLAIM_VERBS.iter().map(|v| v.to_string()).collect(),
+            ..Default::default()
+        };
+        let names: Vec<String> = claim
+            .selector
+            .named_resources
+            .iter()
+            .map(|n| n.name.clone())
+            .collect();
+        if !names.is_empty() && claim.selector.label_selector.is_none() {
+            // Named objects only: RBAC can say that much. `create` cannot
+            // be limited by name, so it is left out.
+            rule.resource_names = Some(names);
+            rule.verbs.retain(|v| v != "create");
+        }
+        rules.push(rule);
+    }
+    rules
+}
+
+/// Applies the ServiceAccount, the ClusterRole and its bindings for `export`.
+pub async fn grant(context: &Context, export: &APIServiceExport) -> kube::Result<()> {
+    let client = &context.client;
+    let cluster_namespace = export.namespace().unwrap_or_default();
+    let export_name = export.name_any();
+    let label = format!("{cluster_namespace}.{export_name}");
+    let role = naming::export_cluster_role(&cluster_namespace, &export_name);
+    let subject = json!({
+        "kind": "ServiceAccount",
+        "name": naming::CONSUMER_SERVICE_ACCOUNT,
+        "namespace": cluster_namespace,
+    });
+    let account = json!({
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": naming::CONSUMER_SERVICE_ACCOUNT},
+    });
+    Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(
+        client.clone(),
+        &cluster_namespace,
+    )
+    .patch(
+        naming::CONSUMER_SERVICE_ACCOUNT,
+        &context.apply(),
+        &Patch::Apply(account),
+    )
+    .await?;
+    let cluster_role = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": role, "labels": {EXPORT_RBAC_LABEL: label}},
+        "rules": rules(export),
+    });
+    Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(client.clone())
+        .patch(&role, &context.apply(), &Patch::Apply(cluster_role))
+        .await?;
+    let binding_name = format!("bindery:export:{export_name}");
+    let role_ref = json!({
+        "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role,
+    });
+    if is_cluster_scoped(client, export).await? {
+        let binding = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": role, "labels": {EXPORT_RBAC_LABEL: label}},
+            "roleRef": role_ref, "subjects": [subject],
+        });
+        Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone())
+            .patch(&role, &context.apply(), &Patch::Apply(binding))
+            .await?;
+        return Ok(());
+    }
+    let namespaces: Api<APIServiceNamespace> = Api::namespaced(client.clone(), &cluster_namespace);
+    for record in namespaces.list(&Default::default()).await? {
+        let Some(provider) = record.status.as_ref().and_then(|s| s.namespace.clone()) else {
+            continue;
+        };
+        let binding = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": binding_name, "labels": {EXPORT_RBAC_LABEL: label}},
+            "roleRef": role_ref, "subjects": [subject],
+        });
+        Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(client.clone(), &provider)
+            .patch(&binding_name, &context.apply(), &Patch::Apply(binding))
+            .await?;
+    }
+    Ok(())
+}
+
+/// Whether any BoundSchema of the export is cluster-scoped.
+async fn is_cluster_scoped(client: &kube::Client, export: &APIServiceExport) -> kube::Result<bool> {
+    let schemas: Api<BoundSchema> =
+        Api::namespaced(client.clone(), &export.namespace().unwrap_or_default());
+    for resource in &export.spec.resources {
+        let name = resource.group_resource().to_string();
+        if let Some(schema) = schemas.get_opt(&name).await?
+            && schema.spec.scope == ResourceScope::Cluster
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn export(spec: serde_json::Value) -> APIServiceExport {
+        serde_json::from_value(json!({
+            "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExport",
+            "metadata": {"name": "db", "namespace": "kube-bind-abc"},
+            "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn rules_list_exactly_the_resources_and_claims() {
+        let export = export(json!({
+            "informerScope": "Namespaced",
+            "resources": [{"group": "db.example.com", "resource": "postgresqlinstances"}],
+            "permissionClaims": [
+                {"resource": "secrets", "selector": {"labelSelector": {"matchLabels": {"a": "b"}}}},
+                {"resource": "configmaps", "selector": {"namedResources": [{"name": "settings"}]}},
+            ],
+        }));
+        let rules = rules(&export);
+        assert_eq!(rules.len(), 3);
+        assert_eq!(
+            rules[0].api_groups.as_deref(),
+            Some(&["db.example.com".to_string()][..])
+        );
+        assert_eq!(
+            rules[0].resources.as_deref().unwrap(),
+            [
+                "postgresqlinstances",
+                "postgresqlinstances/status",
+                "postgresqlinstances/scale"
+            ]
+        );
+        assert_eq!(rules[1].resources.as_deref().unwrap(), ["secrets"]);
+        assert!(rules[1].resource_names.is_none());
+        assert_eq!(rules[2].resource_names.as_deref().unwrap(), ["settings"]);
+        assert!(!rules[2].verbs.iter().any(|v| v == "create"));
+        for rule in &rules {
+            assert!(!rule.verbs.iter().any(|v| v == "*"), "no wildcard verbs");
+            assert!(
+                rule.resources.iter().flatten().all(|r| r != "*"),
+                "no wildcard resources"
+            );
+            assert!(
+                rule.api_groups.iter().flatten().all(|g| g != "*"),
+                "no wildcard groups"
+            );
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! The APIServiceExportRequest controller: a request (with its template)
+//! becomes the consumer's cluster namespace, ClusterBinding, BoundSchemas,
+//! APIServiceExport with its identity, pre-seeded namespaces and RBAC; the
+//! request's phase says how it went.
+//!
+//! Where the request lives: kube-bind's way, in the consumer's cluster
+//! namespace; or anywhere else with the annotation
+//! `backend.kube-bind.io/identity` naming the app cluster's `kube-system`
+//! UID, and the cluster namespace is made from that identity.
+
+pub mod plan;
+#[cfg(test)]
+mod plan_tests;
+
+use super::conditions::{condition, set_condition};
+use super::{Context, identity, naming, rbac};
+use crate::api::keys::{AUTHOR_ANNOTATION, IDENTITY_ANNOTATION};
+use crate::api::{
+    APIServiceExport, APIServiceExportRequest, APIServiceExportTemplate, BoundSchema,
+    ClusterBinding, ExportRequestPhase,
+};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use plan::{ExportPlan, Refusal, TemplateLookup};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The condition a request reports its outcome with.
+pub const EXPORTS_READY: &str = "ExportsReady";
+
+/// Runs the controller until the stream ends.
+pub async fn run(context: Arc<Context>) {
+    let requests: Api<APIServiceExportRequest> = Api::all(context.client.clone());
+    Controller::new(requests, watcher::Config::default())
+        .run(reconcile, error_policy, context)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "request reconcile");
+            }
+        })
+        .await;
+}
+
+fn error_policy(_: Arc<APIServiceExportRequest>, error: &kube::Error, _: Arc<Context>) -> Action {
+    tracing::warn!(%error, "reconciling a request failed; retrying");
+    Action::requeue(Duration::from_secs(2))
+}
+
+async fn reconcile(
+    request: Arc<APIServiceExportRequest>,
+    context: Arc<Context>,
+) -> kube::Result<Action> {
+    let phase = request.status.as_ref().and_then(|s| s.phase);
+    if matches!(
+        phase,
+        Some(ExportRequestPhase::Succeeded | ExportRequestPhase::Failed)
+    ) {
+        return Ok(Action::await_change());
+    }
+    if phase.is_none() {
+        report(&context.client, &request, Outcome::Pending).await?;
+    }
+    let outcome = match decide(&context, &request).await? {
+        Err(refusal) => Outcome::Failed(refusal),
+        Ok((cluster_namespace, plan)) => {
+            make(&context, &request, &cluster_namespace, &plan).await?;
+            Outcome::Succeeded(cluster_namespace)
+        }
+    };
+    report(&context.client, &request, outcome).await?;
+    Ok(Action::await_change())
+}
+
+/// The cluster namespace and the plan, or why there is none.
+async fn decide(
+    context: &Context,
+    request: &APIServiceExportRequest,
+) -> kube::Result<Result<(String, ExportPlan), Refusal>> {
+    let namespace = request.namespace().unwrap_or_default();
+    let cluster_namespace = match request.annotations().get(IDENTITY_ANNOTATION) {
+        Some(identity) => naming::cluster_namespace(&context.prefix, identity),
+        None if namespace.starts_with(&context.prefix) => namespace,
+        None => {
+            return Ok(Err(Refusal {
+                reason: "NoConsumerIdentity",
+                message: format!(
+                    "the request is not in a cluster namespace ({}…) and has no {IDENTITY_ANNOTATION} \
+                     annotation naming the app cluster's kube-system UID",
+                    context.prefix
+                ),
+            }));
+        }
+    };
+    if let Some(refusal) = claim_namespace(context, request, &cluster_namespace).await? {
+        return Ok(Err(refusal));
+    }
+    let template = match &request.spec.template_ref {
+        None => None,
+        Some(reference) => Some((
+            reference.name.clone(),
+            Api::<APIServiceExportTemplate>::all(context.client.clone())
+                .get_opt(&reference.name)
+                .await?,
+        )),
+    };
+    let lookup = match &template {
+        None => TemplateLookup::NotRequested,
+        Some((name, None)) => TemplateLookup::Missing(name),
+        Some((_, Some(found))) => TemplateLookup::Found(&found.spec),
+    };
+    let crds = Api::<CustomResourceDefinition>::all(context.client.clone())
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .map(|crd| (crd.name_any(), crd))
+        .collect::<BTreeMap<_, _>>();
+    Ok(plan::plan(&request.spec, lookup, &crds).map(|plan| (cluster_namespace, plan)))
+}
+
+/// Makes the cluster namespace for the request's identity, or refuses when a
+/// namespace of that name belongs to another identity.
+async fn claim_namespace(
+    context: &Context,
+    request: &APIServiceExportRequest,
+    cluster_namespace: &str,
+) -> kube::Result<Option<Refusal>> {
+    let namespaces: Api<Namespace> = Api::all(context.client.clone());
+    let identity = request.annotations().get(IDENTITY_ANNOTATION);
+    if let Some(existing) = namespaces.get_opt(cluster_namespace).await? {
+        let recorded = existing.annotations().get(IDENTITY_ANNOTATION);
+        return Ok(match (identity, recorded) {
+            (Some(wanted), Some(recorded)) if wanted != recorded => Some(Refusal {
+                reason: "IdentityConflict",
+                message: format!(
+                    "cluster namespace {cluster_namespace} belongs to another consumer identity"
+                ),
+            }),
+            _ => None,
+        });
+    }
+    let mut annotations = BTreeMap::new();
+    if let Some(identity) = identity {
+        annotations.insert(IDENTITY_ANNOTATION.to_string(), identity.clone());
+    }
+    if let Some(author) = request.annotations().get(AUTHOR_ANNOTATION) {
+        annotations.insert(AUTHOR_ANNOTATION.to_string(), author.clone());
+    }
+    let namespace = json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": cluster_namespace, "annotations": annotations},
+    });
+    namespaces
+        .patch(
+            cluster_namespace,
+            &context.apply(),
+            &Patch::Apply(namespace),
+        )
+        .await?;
+    Ok(None)
+}
+
+/// Makes everything the plan says, idempotently (server-side apply).
+async fn make(
+    context: &Context,
+    request: &APIServiceExportRequest,
+    cluster_namespace: &str,
+    plan: &ExportPlan,
+) -> kube::Result<()> {
+    let client = &context.client;
+    let name = request.name_any();
+    let bindings: Api<ClusterBinding> = Api::namespaced(client.clone(), cluster_namespace);
+    let binding = json!({
+        "apiVersion": "kube-bind.io/v1alpha2", "kind": "ClusterBinding",
+        "metadata": {"name": "cluster"},
+        "spec": {
+            "kubeconfigSecretRef": {"name": "kubeconfig", "key": "kubeconfig"},
+            "providerPrettyName": context.provider_pretty_name,
+        },
+    });
+    bindings
+        .patch("cluster", &context.apply(), &Patch::Apply(binding))
+        .await?;
+
+    let exports: Api<APIServiceExport> = Api::namespaced(client.clone(), cluster_namespace);
+    let export = json!({
+        "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExport",
+        "metadata": {"name": name},
+        "spec": {
+            "resources": plan.resources.iter().map(|r| &r.resource).collect::<Vec<_>>(),
+            "permissionClaims": plan.claims,
+            "informerScope": plan.informer_scope,
+            "isolation": "Prefixed",
+        },
+    });
+    let export = exports
+        .patch(&name, &context.apply(), &Patch::Apply(export))
+        .await?;
+    let owner = identity::owner(&export);
+
+    let schemas: Api<BoundSchema> = Api::namespaced(client.clone(), cluster_namespace);
+    for planned in &plan.resources {
+        let schema_name = planned.schema.object_name();
+        let schema = json!({
+            "apiVersion": "kube-bind.io/v1alpha2", "kind": "BoundSchema",
+            "metadata": {"name": schema_name, "ownerReferences": [owner]},
+            "spec": planned.schema,
+        });
+        schemas
+            .patch(&schema_name, &context.apply(), &Patch::Apply(schema))
+            .await?;
+    }
+    // The export controller gives the export its identity.
+    let consumer = cluster_namespace
+        .strip_prefix(&context.prefix)
+        .unwrap_or(cluster_namespace);
+    for namespace in &plan.namespaces {
+        crate::proxy::namespaces::make_provider_namespace(
+            client,
+            cluster_namespace,
+            consumer,
+            namespace,
+        )
+        .await?;
+    }
+    rbac::grant(context, &export).await
+}
+
+enum Outcome {
+    Pending,
+    Succeeded(String),
+    Failed(Refusal),
+}
+
+async fn report(
+    client: &kube::Client,
+    request: &APIServiceExportRequest,
+    outcome: Outcome,
+) -> kube::Result<()> {
+    let mut conditions = request
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let generation = request.meta().generation;
+    let (phase, message, ready) = match &outcome {
+        Outcome::Pending => (
+            "Pending",
+            String::new(),
+            condition(EXPORTS_READY, false, "Pending", "", generation),
+        ),
+        Outcome::Succeeded(cluster_namespace) => {
+            let message = format!(
+                "exported as APIServiceExport {cluster_namespace}/{}",
+                request.name_any()
+            );
+            let ready = condition(EXPORTS_READY, true, "Exported", &message, generation);
+            ("Succeeded", message, ready)
+        }
+        Outcome::Failed(refusal) => (
+            "Failed",
+            refusal.message.clone(),
+            condition(
+                EXPORTS_READY,
+                false,
+                refusal.reason,
+                &refusal.message,
+                generation,
+            ),
+        ),
+    };
+    set_condition(&mut conditions, ready);
+    let mut status = json!({"phase": phase, "conditions": conditions});
+    if !message.is_empty() {
+        status["terminalMessage"] = json!(message);
+    }
+    Api::<APIServiceExportRequest>::namespaced(
+        client.clone(),
+        &request.namespace().unwrap_or_default(),
+    )
+    .patch_status(
+        &request.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": status})),
+    )
+    .await?;
+    Ok(())
+}

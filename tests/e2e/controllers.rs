@@ -1,0 +1,422 @@
+//! The provider-side controllers, running inside the test run's `bindery
+//! serve`, against the real provider: the examples in `deploy/examples/`
+//! (a template and a request made by hand) become an export that kubectl
+//! uses through the consumer endpoint; requests that cannot be met fail with
+//! a message naming what is wrong; an export whose identity is in doubt stops
+//! being served.
+
+use crate::bindery::bindery;
+use crate::fixture::{clusters, repo_root, unique_name};
+use bindery::controllers::naming::cluster_namespace;
+use serde_json::{Value, json};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Installs the example CRDs and templates once.
+fn install_examples() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let _ = bindery();
+        let provider = &clusters().provider;
+        let examples = repo_root().join("deploy/examples");
+        for file in ["postgresql-crd.yaml", "servicebindings-crd.yaml"] {
+            let path = examples.join(file);
+            provider.kubectl(&["apply", "-f", &path.to_string_lossy()]);
+            provider.kubectl(&[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                "-f",
+                &path.to_string_lossy(),
+            ]);
+        }
+        provider.kubectl(&[
+            "apply",
+            "-f",
+            &examples.join("templates.yaml").to_string_lossy(),
+        ]);
+        provider.kubectl(&["create", "namespace", "bindery-requests"]);
+    });
+}
+
+/// Applies a request for `identity` in `bindery-requests` and waits until
+/// it leaves Pending; returns its status.
+fn request(name: &str, identity: &str, spec: Value) -> Value {
+    install_examples();
+    let provider = &clusters().provider;
+    let object = json!({
+        "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExportRequest",
+        "metadata": {"name": name, "namespace": "bindery-requests",
+            "annotations": {"backend.kube-bind.io/identity": identity}},
+        "spec": spec,
+    });
+    provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&object.to_string()));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = provider.kubectl(&[
+            "-n",
+            "bindery-requests",
+            "get",
+            "apiserviceexportrequest",
+            name,
+            "-o",
+            "json",
+        ]);
+        let status = serde_json::from_str::<Value>(&text).expect("JSON")["status"].clone();
+        let phase = status["phase"].as_str().unwrap_or_default();
+        if phase == "Succeeded" || phase == "Failed" {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "request {name} still {phase:?} after 60 s: {status}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn can_i(account_namespace: &str, args: &[&str]) -> bool {
+    let subject = format!("system:serviceaccount:{account_namespace}:kube-binder");
+    let mut all = vec!["auth", "can-i", "--as", &subject];
+    all.extend_from_slice(args);
+    let output = clusters().provider.kubectl_output(&all, None);
+    String::from_utf8_lossy(&output.stdout).trim() == "yes"
+}
+
+#[test]
+fn a_request_for_a_template_becomes_an_export_kubectl_can_use() {
+    install_examples();
+    let provider = &clusters().provider;
+    // The by-hand example, as committed, with its own identity.
+    let example = std::fs::read_to_string(repo_root().join("deploy/examples/request.yaml"))
+        .expect("the example request");
+    let identity = unique_name("app-cluster");
+    let name = unique_name("postgresql");
+    let text = example.replace("example-app-cluster", &identity).replace(
+        "name: postgresql\n  namespace",
+        &format!("name: {name}\n  namespace"),
+    );
+    provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&text));
+    let status = request(
+        &name,
+        &identity,
+        json!({"templateRef": {"name": "postgresql"}}),
+    );
+    assert_eq!(status["phase"], "Succeeded", "{status}");
+    let ns = cluster_namespace("kube-bind-", &identity);
+    assert!(
+        status["terminalMessage"].as_str().unwrap().contains(&ns),
+        "{status}"
+    );
+
+    // What the request became.
+    let get = |args: &[&str]| -> Value {
+        let mut all = vec!["-n", &ns, "get"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["-o", "json"]);
+        serde_json::from_str(&provider.kubectl(&all)).expect("JSON")
+    };
+    let namespace: Value =
+        serde_json::from_str(&provider.kubectl(&["get", "namespace", &ns, "-o", "json"])).unwrap();
+    assert_eq!(
+        namespace["metadata"]["annotations"]["backend.kube-bind.io/identity"],
+        identity.as_str()
+    );
+    let binding = get(&["clusterbinding", "cluster"]);
+    assert_eq!(binding["spec"]["providerPrettyName"], "bindery");
+    let schema = get(&["boundschema", "postgresqlinstances.db.example.com"]);
+    let versions: Vec<&str> = schema["spec"]["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(versions, ["v1", "v1beta1"], "every served version is bound");
+    let export = get(&["apiserviceexport", &name]);
+    assert_eq!(
+        schema["metadata"]["ownerReferences"][0]["uid"],
+        export["metadata"]["uid"]
+    );
+    assert_eq!(export["spec"]["permissionClaims"][0]["resource"], "secrets");
+    let hash = export["status"]["identityHash"]
+        .as_str()
+        .expect("an identity hash");
+    let secret = get(&["secret", &format!("{name}-identity")]);
+    let key = base64_decode(secret["data"]["key"].as_str().unwrap());
+    assert_eq!(key.len(), 32);
+    assert_eq!(
+        bindery::translate::IdentityHash::of_secret(&key).as_str(),
+        hash
+    );
+    let seeded = get(&["apiservicenamespace", "default"]);
+    assert_eq!(seeded["status"]["namespace"], format!("{ns}-default"));
+
+    // RBAC: exactly the exported resources and claims, in the consumer's
+    // own namespaces only.
+    let own = format!("{ns}-default");
+    assert!(can_i(
+        &ns,
+        &["create", "postgresqlinstances.db.example.com", "-n", &own]
+    ));
+    assert!(can_i(
+        &ns,
+        &[
+            "patch",
+            "postgresqlinstances.db.example.com/status",
+            "-n",
+            &own
+        ]
+    ));
+    assert!(can_i(&ns, &["get", "secrets", "-n", &own]));
+    assert!(!can_i(&ns, &["get", "configmaps", "-n", &own]));
+    assert!(!can_i(
+        &ns,
+        &["get", "servicebindings.anynines.com", "-n", &own]
+    ));
+    assert!(!can_i(
+        &ns,
+        &[
+            "get",
+            "postgresqlinstances.db.example.com",
+            "-n",
+            "kube-system"
+        ]
+    ));
+    assert!(!can_i(&ns, &["get", "secrets", "-n", "default"]));
+
+    // Served through the consumer endpoint, to plain kubectl.
+    let consumer_id = ns.strip_prefix("kube-bind-").unwrap();
+    let consumer = bindery().endpoint(consumer_id);
+    let kubectl = |args: &[&str], input: Option<&str>| {
+        let mut command = std::process::Command::new(crate::fixture::kubectl_path());
+        command
+            .arg("--kubeconfig")
+            .arg(&consumer.kubeconfig)
+            .args(args);
+        run_with_input(command, input)
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (ok, out) = kubectl(&["explain", "postgresqlinstances.spec.plan"], None);
+        if ok {
+            assert!(out.contains("Size of the instance"), "{out}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never served: {out}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (ok, out) = kubectl(
+        &["-n", "default", "apply", "-f", "-"],
+        Some(
+            "apiVersion: db.example.com/v1\nkind: PostgreSQLInstance\nmetadata: {name: orders}\nspec: {plan: small}\n",
+        ),
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = kubectl(&["-n", "default", "get", "postgresqlinstances"], None);
+    assert!(
+        ok && out.contains("orders") && out.contains("small"),
+        "{out}"
+    );
+    let (ok, out) = kubectl(
+        &["get", "postgresqlinstances.v1beta1.db.example.com", "-A"],
+        None,
+    );
+    assert!(
+        ok && out.contains("orders"),
+        "the second served version works: {out}"
+    );
+    provider.kubectl(&["-n", &own, "get", "postgresqlinstances", "orders"]);
+}
+
+#[test]
+fn requests_that_cannot_be_met_fail_with_an_actionable_message() {
+    install_examples();
+    let provider = &clusters().provider;
+    // Two CRDs labelled for export, of different scopes, and a template
+    // naming a CRD that does not exist.
+    for (plural, kind, scope) in [
+        ("gadgets", "Gadget", "Namespaced"),
+        ("clustergadgets", "ClusterGadget", "Cluster"),
+    ] {
+        let crd = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{plural}.requests.bindery.dev"),
+                "labels": {"kube-bind.io/exported": "true"}},
+            "spec": {"group": "requests.bindery.dev", "scope": scope,
+                "names": {"plural": plural, "singular": plural.trim_end_matches('s'), "kind": kind},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object",
+                        "x-kubernetes-preserve-unknown-fields": true}}}]},
+        });
+        provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&crd.to_string()));
+    }
+    let template = json!({
+        "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExportTemplate",
+        "metadata": {"name": "nothing-behind-it"},
+        "spec": {"resources": [{"group": "missing.bindery.dev", "resource": "phantoms"}]},
+    });
+    provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&template.to_string()));
+
+    let cases = [
+        (
+            json!({"templateRef": {"name": "no-such-template"}}),
+            "TemplateNotFound",
+            "no-such-template",
+        ),
+        (
+            json!({"templateRef": {"name": "nothing-behind-it"}}),
+            "CustomResourceDefinitionNotFound",
+            "phantoms.missing.bindery.dev",
+        ),
+        (
+            json!({"resources": [
+                {"group": "requests.bindery.dev", "resource": "gadgets"},
+                {"group": "requests.bindery.dev", "resource": "clustergadgets"}]}),
+            "DifferentScopes",
+            "clustergadgets.requests.bindery.dev is Cluster",
+        ),
+        (
+            json!({"resources": [{"group": "requests.bindery.dev", "resource": "gadgets"}],
+                   "permissionClaims": [{"resource": "Secrets"}]}),
+            "InvalidPermissionClaim",
+            "\"Secrets\"",
+        ),
+        (
+            json!({"resources": [{"group": "db.example.com", "resource": "postgresqlinstances"}]}),
+            "NotExported",
+            "kube-bind.io/exported=true",
+        ),
+    ];
+    for (spec, reason, named) in cases {
+        let name = unique_name("failing");
+        let identity = unique_name("failing-cluster");
+        let status = request(&name, &identity, spec.clone());
+        assert_eq!(status["phase"], "Failed", "{spec}: {status}");
+        let message = status["terminalMessage"].as_str().unwrap_or_default();
+        assert!(message.contains(named), "{spec}: {message}");
+        let condition = &status["conditions"][0];
+        assert_eq!(condition["type"], "ExportsReady");
+        assert_eq!(condition["status"], "False");
+        assert_eq!(condition["reason"], reason, "{spec}: {status}");
+        // Nothing was exported.
+        let ns = cluster_namespace("kube-bind-", &identity);
+        let exports = provider.kubectl(&["-n", &ns, "get", "apiserviceexports", "-o", "name"]);
+        assert!(exports.trim().is_empty(), "{spec}: {exports}");
+    }
+}
+
+#[test]
+fn an_export_whose_identity_is_in_doubt_stops_being_served() {
+    let provider = &clusters().provider;
+    let identity = unique_name("doubt-cluster");
+    let name = unique_name("doubt");
+    let status = request(
+        &name,
+        &identity,
+        json!({"templateRef": {"name": "postgresql"}}),
+    );
+    assert_eq!(status["phase"], "Succeeded", "{status}");
+    let ns = cluster_namespace("kube-bind-", &identity);
+    let consumer = bindery().endpoint(ns.strip_prefix("kube-bind-").unwrap());
+    let path = "/apis/db.example.com/v1/namespaces/default/postgresqlinstances";
+    wait_for_status(&consumer, path, 200);
+
+    // Replace the identity Secret's key: the status no longer matches it.
+    let secret = format!("{name}-identity");
+    provider.kubectl(&[
+        "-n",
+        &ns,
+        "patch",
+        "secret",
+        &secret,
+        "--type=merge",
+        "-p",
+        r#"{"stringData":{"key":"not-the-original-key-00000000000"}}"#,
+    ]);
+    let condition_path = r#"jsonpath={.status.conditions[?(@.type=="IdentityValid")].status}"#;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let valid = provider.kubectl(&[
+            "-n",
+            &ns,
+            "get",
+            "apiserviceexport",
+            &name,
+            "-o",
+            condition_path,
+        ]);
+        if valid.trim() == "False" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "IdentityValid never turned False"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let hash_after = provider.kubectl(&[
+        "-n",
+        &ns,
+        "get",
+        "apiserviceexport",
+        &name,
+        "-o",
+        "jsonpath={.status.identityHash}",
+    ]);
+    assert_eq!(hash_after.trim().len(), 64, "the recorded hash is kept");
+    wait_for_status(&consumer, path, 404);
+}
+
+fn wait_for_status(consumer: &crate::bindery::Consumer, path: &str, want: u16) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let output = std::process::Command::new("curl")
+            .args(["-sk", "-o", "/dev/null", "-w", "%{http_code}", "--cert"])
+            .arg(&consumer.cert)
+            .arg("--key")
+            .arg(&consumer.key)
+            .arg(format!("{}{path}", consumer.base_url))
+            .output()
+            .expect("curl runs");
+        let code = String::from_utf8_lossy(&output.stdout).to_string();
+        if code == want.to_string() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{path} answered {code}, not {want}, for 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn run_with_input(mut command: std::process::Command, input: Option<&str>) -> (bool, String) {
+    use std::io::Write;
+    use std::process::Stdio;
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().expect("kubectl runs");
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    if let Some(input) = input {
+        stdin.write_all(input.as_bytes()).expect("writing stdin");
+    }
+    drop(stdin);
+    let output = child.wait_with_output().expect("kubectl finishes");
+    (
+        output.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ),
+    )
+}
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .expect("Secret data is base64")
+}

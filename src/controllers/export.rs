@@ -35,7 +35,11 @@ pub async fn run(context: Arc<Context>) {
             },
         )
         .run(reconcile, error_policy, context)
-        .for_each(|_| async {})
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "{}", module_path!());
+            }
+        })
         .await;
 }
 

@@ -119,7 +119,11 @@ pub async fn ensure(client: &kube::Client, export: &APIServiceExport) -> kube::R
         .patch_status(
             &export.name_any(),
             &PatchParams::default(),
-            &Patch::Merge(json!({"status": status})),
+            // Optimistic: conditions are written by more than one controller.
+            &Patch::Merge(json!({
+                "metadata": {"resourceVersion": export.resource_version()},
+                "status": status,
+            })),
         )
         .await?;
     Ok(valid)

@@ -3,6 +3,7 @@
 //!
 //! - `request`: APIServiceExportRequest → everything an export needs;
 //! - `export`: each export's identity and RBAC;
+//! - `schema`: BoundSchemas following their CRDs, breaking changes held back;
 //! - `identity`, `rbac`, `naming`, `conditions`: what those share.
 
 pub mod conditions;
@@ -12,6 +13,7 @@ pub mod leader;
 pub mod naming;
 pub mod rbac;
 pub mod request;
+pub mod schema;
 
 use kube::api::PatchParams;
 use std::sync::Arc;
@@ -71,7 +73,11 @@ pub async fn run(client: kube::Client, options: Options) {
     leader::lead(client, options.lease, move || {
         let context = context.clone();
         async move {
-            tokio::join!(request::run(context.clone()), export::run(context.clone()));
+            tokio::join!(
+                request::run(context.clone()),
+                export::run(context.clone()),
+                schema::run(context.clone())
+            );
         }
     })
     .await;

@@ -420,3 +420,156 @@ fn base64_decode(text: &str) -> Vec<u8> {
         .decode(text)
         .expect("Secret data is base64")
 }
+
+/// A CRD behind an export changes: under `schemaUpdatePolicy: Always` a new
+/// field reaches `kubectl explain` through bindery (the time it took is
+/// printed); a breaking change is held back with conditions naming the field
+/// and the rule, and the last accepted schema is still served.
+#[test]
+fn crd_changes_are_followed_when_compatible_and_held_back_when_breaking() {
+    install_examples();
+    let provider = &clusters().provider;
+    let crd = |properties: Value| {
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "evolvers.schema.bindery.dev"},
+            "spec": {"group": "schema.bindery.dev", "scope": "Namespaced",
+                "names": {"plural": "evolvers", "singular": "evolver", "kind": "Evolver"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                        "spec": {"type": "object", "properties": properties}}}}}]},
+        })
+        .to_string()
+    };
+    provider.kubectl_with_stdin(
+        &["apply", "-f", "-"],
+        Some(&crd(
+            json!({"size": {"type": "string", "description": "How big."}}),
+        )),
+    );
+    provider.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/evolvers.schema.bindery.dev",
+    ]);
+    let template = json!({
+        "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExportTemplate",
+        "metadata": {"name": "evolvers"},
+        "spec": {"resources": [{"group": "schema.bindery.dev", "resource": "evolvers"}],
+                 "schemaUpdatePolicy": "Always"},
+    });
+    provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&template.to_string()));
+    let identity = unique_name("evolving-cluster");
+    let name = unique_name("evolvers");
+    let status = request(
+        &name,
+        &identity,
+        json!({"templateRef": {"name": "evolvers"}}),
+    );
+    assert_eq!(status["phase"], "Succeeded", "{status}");
+    let ns = cluster_namespace("kube-bind-", &identity);
+    let consumer = bindery().endpoint(ns.strip_prefix("kube-bind-").unwrap());
+    let explain = |field: &str| {
+        let mut command = std::process::Command::new(crate::fixture::kubectl_path());
+        command
+            .arg("--kubeconfig")
+            .arg(&consumer.kubeconfig)
+            .args(["explain", field]);
+        run_with_input(command, None)
+    };
+    let until = |what: &str, check: &dyn Fn() -> bool| -> Duration {
+        let start = Instant::now();
+        while !check() {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "{what}: not within 60 s"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        start.elapsed()
+    };
+    until("served", &|| explain("evolvers.spec.size").0);
+
+    // Compatible: a new optional field.
+    provider.kubectl_with_stdin(
+        &["apply", "-f", "-"],
+        Some(&crd(json!({
+            "size": {"type": "string", "description": "How big."},
+            "color": {"type": "string", "description": "Which color."},
+        }))),
+    );
+    let bound_schema = || {
+        provider.kubectl(&[
+            "-n",
+            &ns,
+            "get",
+            "boundschema",
+            "evolvers.schema.bindery.dev",
+            "-o",
+            "json",
+        ])
+    };
+    let followed = until("the new field in the BoundSchema", &|| {
+        let text = bound_schema();
+        if !text.contains("Which color.") && std::env::var_os("BINDERY_DEBUG_SCHEMA").is_some() {
+            eprintln!("{text}");
+        }
+        text.contains("Which color.")
+    });
+    println!("the BoundSchema followed after {followed:?}");
+    let took = until("the new field in kubectl explain", &|| {
+        let (ok, out) = explain("evolvers.spec.color");
+        ok && out.contains("Which color.")
+    });
+    println!("compatible CRD change visible in kubectl explain through bindery after {took:?}");
+
+    // Breaking: a field removed, another retyped.
+    provider.kubectl_with_stdin(
+        &["apply", "-f", "-"],
+        Some(&crd(
+            json!({"size": {"type": "integer", "description": "How big."}}),
+        )),
+    );
+    let condition = |kind: &str, object: &str| -> Value {
+        let text = provider.kubectl(&["-n", &ns, "get", kind, object, "-o", "json"]);
+        let object: Value = serde_json::from_str(&text).unwrap();
+        object["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "SchemaInSync")
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    until("SchemaInSync=False on the BoundSchema", &|| {
+        condition("boundschema", "evolvers.schema.bindery.dev")["status"] == "False"
+    });
+    let held = condition("boundschema", "evolvers.schema.bindery.dev");
+    assert_eq!(held["reason"], "RemovedField", "{held}");
+    let message = held["message"].as_str().unwrap();
+    assert!(
+        message.contains(".spec.color") && message.contains("RemovedField"),
+        "{message}"
+    );
+    assert!(
+        message.contains(".spec.size") && message.contains("ChangedType"),
+        "{message}"
+    );
+    until("SchemaInSync=False on the export", &|| {
+        condition("apiserviceexport", &name)["status"] == "False"
+    });
+    let on_export = condition("apiserviceexport", &name);
+    assert!(
+        on_export["message"]
+            .as_str()
+            .unwrap()
+            .contains(".spec.color"),
+        "{on_export}"
+    );
+    // The last accepted schema is still what is served.
+    let (ok, out) = explain("evolvers.spec.color");
+    assert!(ok && out.contains("Which color."), "{out}");
+    let (ok, out) = explain("evolvers.spec.size");
+    assert!(ok && out.contains("<string>"), "{out}");
+}

@@ -210,7 +210,11 @@ async fn make(
         let schema_name = planned.schema.object_name();
         let schema = json!({
             "apiVersion": "kube-bind.io/v1alpha2", "kind": "BoundSchema",
-            "metadata": {"name": schema_name, "ownerReferences": [owner]},
+            "metadata": {
+                "name": schema_name,
+                "ownerReferences": [owner],
+                "annotations": {super::schema::POLICY_ANNOTATION: plan.schema_update_policy},
+            },
             "spec": planned.schema,
         });
         schemas

@@ -1,0 +1,304 @@
+//! Keeps BoundSchemas in step with their source CRDs. A CRD change is
+//! judged by `schema_compat`: under `schemaUpdatePolicy: Always` a compatible
+//! change goes into the BoundSchema at once (bindery serves from
+//! BoundSchemas, so it is served at once); a breaking change is held back,
+//! and the BoundSchema and its export say which field broke which rule, while
+//! the last accepted schema keeps being served. Under `Never` nothing
+//! changes, and the BoundSchema says that an update is waiting.
+
+use super::Context;
+use super::conditions::{condition, set_condition};
+use crate::api::{
+    APIServiceExport, BoundSchema, BoundSchemaSpec, ResourceScope, SchemaUpdatePolicy,
+};
+use crate::schema_compat::breaking_changes;
+use futures::StreamExt;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Annotation on a BoundSchema: its schema update policy, from the request.
+pub const POLICY_ANNOTATION: &str = "bindery.dev/schema-update-policy";
+/// The condition on BoundSchemas and exports that reports schema following.
+pub const SCHEMA_IN_SYNC: &str = "SchemaInSync";
+
+/// What to do with a BoundSchema, given its source CRD. Pure.
+#[derive(Debug, PartialEq)]
+pub enum Decision {
+    /// The BoundSchema already serves what the CRD serves.
+    InSync,
+    /// Put this spec into the BoundSchema.
+    Update(Box<BoundSchemaSpec>),
+    /// The policy says not to follow; an update is waiting.
+    Waiting,
+    /// Breaking: held back. Reason and message name the field and the rule.
+    HeldBack { reason: String, message: String },
+}
+
+pub fn decide(
+    current: &BoundSchemaSpec,
+    policy: SchemaUpdatePolicy,
+    crd: &CustomResourceDefinition,
+) -> Decision {
+    let candidate = BoundSchemaSpec {
+        informer_scope: current.informer_scope,
+        group: crd.spec.group.clone(),
+        names: crd.spec.names.clone(),
+        scope: if crd.spec.scope == "Cluster" {
+            ResourceScope::Cluster
+        } else {
+            ResourceScope::Namespaced
+        },
+        versions: crd
+            .spec
+            .versions
+            .iter()
+            .filter(|v| v.served)
+            .cloned()
+            .collect(),
+        conversion: crd.spec.conversion.clone(),
+    };
+    if candidate == *current {
+        return Decision::InSync;
+    }
+    if policy == SchemaUpdatePolicy::Never {
+        return Decision::Waiting;
+    }
+    let breaking = breaking_changes(&current.crd_spec(), &candidate.crd_spec());
+    match breaking.first() {
+        None => Decision::Update(Box::new(candidate)),
+        Some(first) => Decision::HeldBack {
+            reason: first.rule.as_str().to_string(),
+            message: format!(
+                "the change of CustomResourceDefinition {} is held back: {}; the last accepted \
+                 schema is still served",
+                crd.name_any(),
+                breaking
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        },
+    }
+}
+
+/// Runs the controller until the stream ends.
+pub async fn run(context: Arc<Context>) {
+    let client = context.client.clone();
+    let controller = Controller::new(
+        Api::<BoundSchema>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let store = controller.store();
+    controller
+        .watches(
+            Api::<CustomResourceDefinition>::all(client),
+            watcher::Config::default(),
+            move |crd| {
+                let name = crd.name_any();
+                store
+                    .state()
+                    .into_iter()
+                    .filter(|schema| schema.name_any() == name)
+                    .map(|schema| ObjectRef::from_obj(&*schema))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .run(reconcile, error_policy, context)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "{}", module_path!());
+            }
+        })
+        .await;
+}
+
+fn error_policy(_: Arc<BoundSchema>, error: &kube::Error, _: Arc<Context>) -> Action {
+    tracing::warn!(%error, "following a CRD failed; retrying");
+    Action::requeue(Duration::from_secs(2))
+}
+
+async fn reconcile(schema: Arc<BoundSchema>, context: Arc<Context>) -> kube::Result<Action> {
+    let client = &context.client;
+    let namespace = schema.namespace().unwrap_or_default();
+    let schemas: Api<BoundSchema> = Api::namespaced(client.clone(), &namespace);
+    let Some(crd) = Api::<CustomResourceDefinition>::all(client.clone())
+        .get_opt(&schema.name_any())
+        .await?
+    else {
+        return Ok(Action::await_change());
+    };
+    let policy = match schema
+        .annotations()
+        .get(POLICY_ANNOTATION)
+        .map(String::as_str)
+    {
+        Some("Always") => SchemaUpdatePolicy::Always,
+        _ => SchemaUpdatePolicy::Never,
+    };
+    let generation = schema.metadata.generation;
+    let (in_sync, reason, message) = match decide(&schema.spec, policy, &crd) {
+        Decision::InSync => (true, "InSync".to_string(), String::new()),
+        Decision::Update(spec) => {
+            schemas
+                .patch(
+                    &schema.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({
+                        "metadata": {"resourceVersion": schema.resource_version()},
+                        "spec": spec,
+                    })),
+                )
+                .await?;
+            tracing::info!(schema = %schema.name_any(), %namespace, "followed a compatible CRD change");
+            // The update triggers another round, which reports InSync.
+            return Ok(Action::await_change());
+        }
+        Decision::Waiting => (
+            false,
+            "UpdateWaiting".to_string(),
+            format!(
+                "CustomResourceDefinition {} changed; schemaUpdatePolicy Never keeps the bound schema",
+                crd.name_any()
+            ),
+        ),
+        Decision::HeldBack { reason, message } => (false, reason, message),
+    };
+    let mut conditions = schema
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let new = condition(SCHEMA_IN_SYNC, in_sync, &reason, &message, generation);
+    set_condition(&mut conditions, new.clone());
+    schemas
+        .patch_status(
+            &schema.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({
+                "metadata": {"resourceVersion": schema.resource_version()},
+                "status": {"conditions": conditions},
+            })),
+        )
+        .await?;
+    // The owning export says so too.
+    let exports: Api<APIServiceExport> = Api::namespaced(client.clone(), &namespace);
+    for owner in schema
+        .owner_references()
+        .iter()
+        .filter(|o| o.kind == "APIServiceExport")
+    {
+        let Some(export) = exports.get_opt(&owner.name).await? else {
+            continue;
+        };
+        let mut conditions = export
+            .status
+            .as_ref()
+            .map(|s| s.conditions.clone())
+            .unwrap_or_default();
+        let mut for_export = new.clone();
+        for_export.observed_generation = export.metadata.generation;
+        if !in_sync {
+            for_export.message = format!("BoundSchema {}: {message}", schema.name_any());
+        }
+        set_condition(&mut conditions, for_export);
+        exports
+            .patch_status(
+                &owner.name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({
+                    "metadata": {"resourceVersion": export.resource_version()},
+                    "status": {"conditions": conditions},
+                })),
+            )
+            .await?;
+    }
+    Ok(Action::await_change())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crd(properties: serde_json::Value) -> CustomResourceDefinition {
+        serde_json::from_value(json!({
+            "metadata": {"name": "things.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "things", "kind": "Thing"},
+                "versions": [
+                    {"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema":
+                        {"type": "object", "properties": {"spec": {"type": "object", "properties": properties}}}}},
+                    {"name": "v0", "served": false, "storage": false},
+                ]},
+        }))
+        .unwrap()
+    }
+
+    fn bound(from: &CustomResourceDefinition) -> BoundSchemaSpec {
+        match decide(&empty(), SchemaUpdatePolicy::Always, from) {
+            Decision::Update(spec) => *spec,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn empty() -> BoundSchemaSpec {
+        serde_json::from_value(json!({
+            "informerScope": "Namespaced", "group": "example.com",
+            "names": {"plural": "things", "kind": "Thing"}, "scope": "Namespaced", "versions": [],
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn an_unchanged_crd_is_in_sync_and_unserved_versions_are_left_out() {
+        let source = crd(json!({"size": {"type": "string"}}));
+        let current = bound(&source);
+        assert_eq!(current.versions.len(), 1, "v0 is not served");
+        assert_eq!(
+            decide(&current, SchemaUpdatePolicy::Always, &source),
+            Decision::InSync
+        );
+        assert_eq!(
+            decide(&current, SchemaUpdatePolicy::Never, &source),
+            Decision::InSync
+        );
+    }
+
+    #[test]
+    fn a_compatible_change_is_followed_under_always_only() {
+        let current = bound(&crd(json!({"size": {"type": "string"}})));
+        let grown = crd(json!({"size": {"type": "string"}, "color": {"type": "string"}}));
+        match decide(&current, SchemaUpdatePolicy::Always, &grown) {
+            Decision::Update(spec) => assert_eq!(*spec, bound(&grown)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            decide(&current, SchemaUpdatePolicy::Never, &grown),
+            Decision::Waiting
+        );
+    }
+
+    #[test]
+    fn a_breaking_change_is_held_back_naming_field_and_rule() {
+        let current = bound(&crd(
+            json!({"size": {"type": "string"}, "color": {"type": "string"}}),
+        ));
+        let shrunk = crd(json!({"size": {"type": "integer"}}));
+        match decide(&current, SchemaUpdatePolicy::Always, &shrunk) {
+            Decision::HeldBack { reason, message } => {
+                assert_eq!(reason, "RemovedField");
+                assert!(message.contains("field .spec.color"), "{message}");
+                assert!(message.contains("(ChangedType)"), "{message}");
+                assert!(message.contains("things.example.com"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

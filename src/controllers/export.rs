@@ -2,50 +2,25 @@
 //! (and made, once) and its RBAC kept in step with the consumer's provider
 //! namespaces, which trigger it as they appear.
 
-use super::{Context, identity, rbac};
+use super::{Context, identity, rbac, runner};
 use crate::api::{APIServiceExport, APIServiceNamespace};
-use futures::StreamExt;
 use kube::ResourceExt;
-use kube::api::Api;
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::controller::Action;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Runs the controller until the stream ends.
+/// Runs the controller until the stream ends. A consumer namespace record
+/// retriggers every export of its cluster namespace.
 pub async fn run(context: Arc<Context>) {
-    let client = context.client.clone();
-    let exports: Api<APIServiceExport> = Api::all(client.clone());
-    let controller = Controller::new(exports, watcher::Config::default());
-    let store = controller.store();
-    controller
-        .watches(
-            Api::<APIServiceNamespace>::all(client),
-            watcher::Config::default(),
-            move |record| {
-                // Every export of the record's cluster namespace.
-                let namespace = record.namespace();
-                store
-                    .state()
-                    .into_iter()
-                    .filter(|export| export.namespace() == namespace)
-                    .map(|export| ObjectRef::from_obj(&*export))
-                    .collect::<Vec<_>>()
-            },
-        )
-        .run(reconcile, error_policy, context)
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(%error, "{}", module_path!());
-            }
-        })
-        .await;
-}
-
-fn error_policy(_: Arc<APIServiceExport>, error: &kube::Error, _: Arc<Context>) -> Action {
-    tracing::warn!(%error, "reconciling an export failed; retrying");
-    Action::requeue(Duration::from_secs(2))
+    runner::run(
+        context,
+        "reconciling an export",
+        |export: &APIServiceExport, record: &APIServiceNamespace| {
+            export.namespace() == record.namespace()
+        },
+        reconcile,
+    )
+    .await;
 }
 
 async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube::Result<Action> {

@@ -4,7 +4,7 @@
 //! - `request`: APIServiceExportRequest → everything an export needs;
 //! - `export`: each export's identity and RBAC;
 //! - `schema`: BoundSchemas following their CRDs, breaking changes held back;
-//! - `identity`, `rbac`, `naming`, `conditions`: what those share.
+//! - `identity`, `rbac`, `naming`, `conditions`, `runner`: what those share.
 
 pub mod conditions;
 pub mod export;
@@ -13,6 +13,7 @@ pub mod leader;
 pub mod naming;
 pub mod rbac;
 pub mod request;
+pub mod runner;
 pub mod schema;
 
 use kube::api::PatchParams;

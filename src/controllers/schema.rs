@@ -6,22 +6,18 @@
 //! the last accepted schema keeps being served. Under `Never` nothing
 //! changes, and the BoundSchema says that an update is waiting.
 
-use super::Context;
 use super::conditions::{condition, set_condition};
+use super::{Context, runner};
 use crate::api::{
     APIServiceExport, BoundSchema, BoundSchemaSpec, ResourceScope, SchemaUpdatePolicy,
 };
 use crate::schema_compat::breaking_changes;
-use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::controller::Action;
 use serde_json::json;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Annotation on a BoundSchema: its schema update policy, from the request.
 pub const POLICY_ANNOTATION: &str = "bindery.dev/schema-update-policy";
@@ -89,40 +85,16 @@ pub fn decide(
     }
 }
 
-/// Runs the controller until the stream ends.
+/// Runs the controller until the stream ends. A CRD change retriggers every
+/// BoundSchema of the same name.
 pub async fn run(context: Arc<Context>) {
-    let client = context.client.clone();
-    let controller = Controller::new(
-        Api::<BoundSchema>::all(client.clone()),
-        watcher::Config::default(),
-    );
-    let store = controller.store();
-    controller
-        .watches(
-            Api::<CustomResourceDefinition>::all(client),
-            watcher::Config::default(),
-            move |crd| {
-                let name = crd.name_any();
-                store
-                    .state()
-                    .into_iter()
-                    .filter(|schema| schema.name_any() == name)
-                    .map(|schema| ObjectRef::from_obj(&*schema))
-                    .collect::<Vec<_>>()
-            },
-        )
-        .run(reconcile, error_policy, context)
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(%error, "{}", module_path!());
-            }
-        })
-        .await;
-}
-
-fn error_policy(_: Arc<BoundSchema>, error: &kube::Error, _: Arc<Context>) -> Action {
-    tracing::warn!(%error, "following a CRD failed; retrying");
-    Action::requeue(Duration::from_secs(2))
+    runner::run(
+        context,
+        "following a CRD",
+        |schema: &BoundSchema, crd: &CustomResourceDefinition| schema.name_any() == crd.name_any(),
+        reconcile,
+    )
+    .await;
 }
 
 async fn reconcile(schema: Arc<BoundSchema>, context: Arc<Context>) -> kube::Result<Action> {

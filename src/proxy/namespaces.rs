@@ -56,7 +56,7 @@ pub async fn make_provider_namespace(
     consumer: &str,
     consumer_ns: &str,
 ) -> Result<(), kube::Error> {
-    let provider_ns = format!("{cluster_ns}-{consumer_ns}");
+    let provider_ns = crate::translate::NamespaceMap::new(cluster_ns).to_provider(consumer_ns);
     let namespace: Namespace = serde_json::from_value(json!({
         "metadata": {
             "name": provider_ns,

@@ -30,7 +30,6 @@ use plan::{ExportPlan, Refusal, TemplateLookup};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The condition a request reports its outcome with.
 pub const EXPORTS_READY: &str = "ExportsReady";
@@ -49,8 +48,7 @@ pub async fn run(context: Arc<Context>) {
 }
 
 fn error_policy(_: Arc<APIServiceExportRequest>, error: &kube::Error, _: Arc<Context>) -> Action {
-    tracing::warn!(%error, "reconciling a request failed; retrying");
-    Action::requeue(Duration::from_secs(2))
+    super::runner::retry("reconciling a request", error)
 }
 
 async fn reconcile(
@@ -234,6 +232,8 @@ async fn make(
         )
         .await?;
     }
+    // The export controller keeps the RBAC in step later; granting here too
+    // means a Succeeded request always has its RBAC in place.
     rbac::grant(context, &export).await
 }
 

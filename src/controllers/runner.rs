@@ -1,0 +1,61 @@
+//! How the controllers run: kube-runtime's Controller on one kind, also
+//! triggered by changes of a related kind, with one retry policy and one way
+//! of logging failures.
+
+use super::Context;
+use futures::StreamExt;
+use kube::Resource;
+use kube::api::Api;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use serde::de::DeserializeOwned;
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Reconciles every `K` with `reconcile` until the stream ends. A change of
+/// a `T` reconciles the `K`s that `related` pairs it with. `what` names the
+/// work in logs.
+pub async fn run<K, T, F, Fut>(
+    context: Arc<Context>,
+    what: &'static str,
+    related: fn(&K, &T) -> bool,
+    reconcile: F,
+) where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    T: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    F: FnMut(Arc<K>, Arc<Context>) -> Fut,
+    Fut: Future<Output = kube::Result<Action>> + Send + 'static,
+{
+    let client = context.client.clone();
+    let controller = Controller::new(Api::<K>::all(client.clone()), watcher::Config::default());
+    let store = controller.store();
+    controller
+        .watches(
+            Api::<T>::all(client),
+            watcher::Config::default(),
+            move |trigger| {
+                store
+                    .state()
+                    .into_iter()
+                    .filter(|object| related(object, &trigger))
+                    .map(|object| ObjectRef::from_obj(&*object))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .run(reconcile, move |_, error, _| retry(what, error), context)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, what);
+            }
+        })
+        .await;
+}
+
+/// The retry policy of every controller: log, and try again in 2 s.
+pub fn retry(what: &str, error: &kube::Error) -> Action {
+    tracing::warn!(%error, "{what} failed; retrying");
+    Action::requeue(Duration::from_secs(2))
+}

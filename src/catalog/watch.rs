@@ -3,8 +3,10 @@
 //! namespace.
 
 use super::index::{Catalog, ExportRecord, NamespaceRecord, SchemaRecord};
+use crate::controllers::export_status::flow::serving_stopped;
 use crate::translate::{IdentityHash, Isolation};
 use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -134,21 +136,21 @@ pub fn export_record(object: &DynamicObject) -> Option<ExportRecord> {
         _ => Isolation::Prefixed,
     };
     let status = object.data.get("status");
-    // An identity the controllers found in doubt is not served at all.
-    let identity_in_doubt = status
+    let conditions: Vec<Condition> = status
         .and_then(|s| s.get("conditions"))
-        .and_then(Value::as_array)
-        .is_some_and(|conditions| {
-            conditions.iter().any(|c| {
-                c.get("type").and_then(Value::as_str) == Some(crate::api::IDENTITY_VALID_CONDITION)
-                    && c.get("status").and_then(Value::as_str) == Some("False")
-            })
-        });
+        .and_then(|c| serde_json::from_value(c.clone()).ok())
+        .unwrap_or_default();
+    // An identity the controllers found in doubt is not served at all, nor
+    // is an export whose status flow stopped it (binding or schema gone).
+    let identity_in_doubt = conditions
+        .iter()
+        .any(|c| c.type_ == crate::api::IDENTITY_VALID_CONDITION && c.status == "False");
+    let stopped = identity_in_doubt || serving_stopped(&conditions);
     let identity = status
         .and_then(|s| s.get("identityHash"))
         .and_then(Value::as_str)
         .and_then(IdentityHash::parse)
-        .filter(|_| !identity_in_doubt);
+        .filter(|_| !stopped);
     let created = object
         .metadata
         .creation_timestamp
@@ -189,4 +191,55 @@ pub fn namespace_record(object: &DynamicObject) -> Option<NamespaceRecord> {
         name,
         provider,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn export(conditions: Value) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExport",
+            "metadata": {"name": "e", "namespace": "kube-bind-abc"},
+            "spec": {"resources": [{"group": "example.com", "resource": "things"}]},
+            "status": {"identityHash": "a".repeat(64), "conditions": conditions},
+        }))
+        .unwrap()
+    }
+
+    fn condition(type_: &str, status: &str, reason: &str) -> Value {
+        serde_json::json!({"type": type_, "status": status, "reason": reason, "message": "",
+            "lastTransitionTime": "2026-01-01T00:00:00Z"})
+    }
+
+    #[test]
+    fn only_a_stopped_or_doubted_export_loses_its_identity() {
+        let served = |conditions| {
+            export_record(&export(conditions))
+                .unwrap()
+                .identity
+                .is_some()
+        };
+        assert!(served(serde_json::json!([])));
+        assert!(served(serde_json::json!([condition(
+            "Connected",
+            "False",
+            "AppClusterUnreachable"
+        )])));
+        assert!(!served(serde_json::json!([condition(
+            "Connected",
+            "False",
+            "APIServiceBindingNotFound"
+        )])));
+        assert!(!served(serde_json::json!([condition(
+            "Ready",
+            "False",
+            "BoundSchemaNotFound"
+        )])));
+        assert!(!served(serde_json::json!([condition(
+            "IdentityValid",
+            "False",
+            "IdentityMismatch"
+        )])));
+    }
 }

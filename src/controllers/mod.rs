@@ -2,12 +2,17 @@
 //! `bindery controllers`, by whichever replica holds the leader Lease.
 //!
 //! - `request`: APIServiceExportRequest → everything an export needs;
-//! - `export`: each export's identity and RBAC;
+//! - `export`: each export's identity, RBAC and finalizer (`deletion`);
+//! - `export_status`: each export's status, following kube-bind's flow;
 //! - `schema`: BoundSchemas following their CRDs, breaking changes held back;
-//! - `identity`, `rbac`, `naming`, `conditions`, `runner`: what those share.
+//! - `identity`, `rbac`, `naming`, `conditions`, `runner`, `app_clusters`:
+//!   what those share.
 
+pub mod app_clusters;
 pub mod conditions;
+pub mod deletion;
 pub mod export;
+pub mod export_status;
 pub mod identity;
 pub mod leader;
 pub mod naming;
@@ -30,6 +35,8 @@ pub struct Context {
     pub prefix: String,
     /// Recorded in each ClusterBinding.
     pub provider_pretty_name: String,
+    /// Clients to the consumers' app clusters.
+    pub app_clusters: app_clusters::AppClusters,
 }
 
 impl Context {
@@ -70,6 +77,7 @@ pub async fn run(client: kube::Client, options: Options) {
         client: client.clone(),
         prefix: options.prefix,
         provider_pretty_name: options.provider_pretty_name,
+        app_clusters: Default::default(),
     });
     leader::lead(client, options.lease, move || {
         let context = context.clone();
@@ -77,6 +85,7 @@ pub async fn run(client: kube::Client, options: Options) {
             tokio::join!(
                 request::run(context.clone()),
                 export::run(context.clone()),
+                export_status::run(context.clone()),
                 schema::run(context.clone())
             );
         }

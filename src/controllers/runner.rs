@@ -54,8 +54,16 @@ pub async fn run<K, T, F, Fut>(
         .await;
 }
 
-/// The retry policy of every controller: log, and try again in 2 s.
+/// The retry policy of every controller: a write that lost an optimistic
+/// race (409 Conflict) is retried at once from fresh state; anything else
+/// is logged and tried again in 2 s.
 pub fn retry(what: &str, error: &kube::Error) -> Action {
+    if let kube::Error::Api(status) = error
+        && status.code == 409
+    {
+        tracing::debug!(%error, "{what}: conflict; retrying");
+        return Action::requeue(Duration::from_millis(100));
+    }
     tracing::warn!(%error, "{what} failed; retrying");
     Action::requeue(Duration::from_secs(2))
 }

@@ -6,6 +6,7 @@
 //! namespaces, another consumer or another export left in it.
 
 pub mod binding;
+pub mod claim_filter;
 pub mod continue_token;
 pub mod fields;
 pub mod identity;

@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// Installs the example CRDs and templates once.
-fn install_examples() {
+pub(crate) fn install_examples() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
         let _ = bindery();
@@ -41,12 +41,23 @@ fn install_examples() {
 
 /// Applies a request for `identity` in `bindery-requests` and waits until
 /// it leaves Pending; returns its status.
-fn request(name: &str, identity: &str, spec: Value) -> Value {
+pub(crate) fn request(name: &str, identity: &str, spec: Value) -> Value {
+    request_annotated(name, identity, spec, json!({}))
+}
+
+/// [`request`], with more annotations on the request.
+pub(crate) fn request_annotated(
+    name: &str,
+    identity: &str,
+    spec: Value,
+    mut annotations: Value,
+) -> Value {
     install_examples();
+    annotations["backend.kube-bind.io/identity"] = json!(identity);
     let object = json!({
         "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExportRequest",
         "metadata": {"name": name, "namespace": "bindery-requests",
-            "annotations": {"backend.kube-bind.io/identity": identity}},
+            "annotations": annotations},
         "spec": spec,
     });
     clusters()
@@ -57,7 +68,7 @@ fn request(name: &str, identity: &str, spec: Value) -> Value {
 
 /// Waits until request `name` in `bindery-requests` leaves Pending; returns
 /// its status.
-fn answered(name: &str) -> Value {
+pub(crate) fn answered(name: &str) -> Value {
     let provider = &clusters().provider;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -372,7 +383,7 @@ fn an_export_whose_identity_is_in_doubt_stops_being_served() {
     wait_for_status(&consumer, path, 404);
 }
 
-fn wait_for_status(consumer: &crate::bindery::Consumer, path: &str, want: u16) {
+pub(crate) fn wait_for_status(consumer: &crate::bindery::Consumer, path: &str, want: u16) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let output = std::process::Command::new("curl")
@@ -395,7 +406,10 @@ fn wait_for_status(consumer: &crate::bindery::Consumer, path: &str, want: u16) {
     }
 }
 
-fn run_with_input(mut command: std::process::Command, input: Option<&str>) -> (bool, String) {
+pub(crate) fn run_with_input(
+    mut command: std::process::Command,
+    input: Option<&str>,
+) -> (bool, String) {
     use std::io::Write;
     use std::process::Stdio;
     command

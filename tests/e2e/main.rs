@@ -4,6 +4,8 @@
 
 mod bindery;
 mod controllers;
+mod deletion;
+mod export_status;
 mod fixture;
 mod leader;
 mod lifecycle;

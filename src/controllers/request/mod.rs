@@ -13,6 +13,7 @@ pub mod plan;
 mod plan_tests;
 
 use super::conditions::{condition, set_condition};
+use super::deletion::{DeletionPolicy, POLICY_ANNOTATION};
 use super::{Context, identity, naming, rbac};
 use crate::api::keys::{AUTHOR_ANNOTATION, IDENTITY_ANNOTATION};
 use crate::api::{
@@ -67,8 +68,8 @@ async fn reconcile(
     }
     let outcome = match decide(&context, &request).await? {
         Err(refusal) => Outcome::Failed(refusal),
-        Ok((cluster_namespace, plan)) => {
-            make(&context, &request, &cluster_namespace, &plan).await?;
+        Ok((cluster_namespace, plan, policy)) => {
+            make(&context, &request, &cluster_namespace, &plan, policy).await?;
             Outcome::Succeeded(cluster_namespace)
         }
     };
@@ -80,7 +81,7 @@ async fn reconcile(
 async fn decide(
     context: &Context,
     request: &APIServiceExportRequest,
-) -> kube::Result<Result<(String, ExportPlan), Refusal>> {
+) -> kube::Result<Result<(String, ExportPlan, DeletionPolicy), Refusal>> {
     let namespace = request.namespace().unwrap_or_default();
     let cluster_namespace = match request.annotations().get(IDENTITY_ANNOTATION) {
         Some(identity) => naming::cluster_namespace(&context.prefix, identity),
@@ -120,7 +121,17 @@ async fn decide(
         .into_iter()
         .map(|crd| (crd.name_any(), crd))
         .collect::<BTreeMap<_, _>>();
-    Ok(plan::plan(&request.spec, lookup, &crds).map(|plan| (cluster_namespace, plan)))
+    // The request's deletion policy, else its template's.
+    let policy = if request.annotations().contains_key(POLICY_ANNOTATION) {
+        DeletionPolicy::of(request.annotations())
+    } else {
+        template
+            .as_ref()
+            .and_then(|(_, found)| found.as_ref())
+            .map(|found| DeletionPolicy::of(found.annotations()))
+            .unwrap_or(DeletionPolicy::Retain)
+    };
+    Ok(plan::plan(&request.spec, lookup, &crds).map(|plan| (cluster_namespace, plan, policy)))
 }
 
 /// Makes the cluster namespace for the request's identity, or refuses when a
@@ -171,6 +182,7 @@ async fn make(
     request: &APIServiceExportRequest,
     cluster_namespace: &str,
     plan: &ExportPlan,
+    policy: DeletionPolicy,
 ) -> kube::Result<()> {
     let client = &context.client;
     let name = request.name_any();
@@ -190,7 +202,7 @@ async fn make(
     let exports: Api<APIServiceExport> = Api::namespaced(client.clone(), cluster_namespace);
     let export = json!({
         "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExport",
-        "metadata": {"name": name},
+        "metadata": {"name": name, "annotations": {POLICY_ANNOTATION: policy.as_str()}},
         "spec": {
             "resources": plan.resources.iter().map(|r| &r.resource).collect::<Vec<_>>(),
             "permissionClaims": plan.claims,

@@ -1,0 +1,204 @@
+//! The app clusters the provider side can reach. Binding an app cluster
+//! leaves a Secret `app-cluster` in the consumer's cluster namespace whose
+//! `kubeconfig` key reaches that app cluster (`bindery bind` writes one for
+//! a least-privilege account). This module owns turning that Secret into a
+//! client (cached by the Secret's resourceVersion) and watching the app
+//! cluster's APIServiceBindings, so that a binding change reconciles its
+//! export at once.
+
+use crate::api::APIServiceBinding;
+use dashmap::DashMap;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::{WatchStreamExt, watcher};
+
+use std::collections::HashMap;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// The Secret in a cluster namespace that reaches the consumer's app cluster.
+pub const SECRET_NAME: &str = "app-cluster";
+/// Its key holding the kubeconfig.
+pub const KUBECONFIG_KEY: &str = "kubeconfig";
+
+/// What is known of one consumer's app cluster.
+pub enum Access {
+    /// No `app-cluster` Secret: the consumer has no registered app cluster.
+    NotRegistered,
+    /// The Secret exists but does not make a client.
+    Invalid(String),
+    Client(kube::Client),
+}
+
+/// Clients to app clusters, one per cluster namespace, rebuilt when the
+/// Secret changes.
+#[derive(Default)]
+pub struct AppClusters {
+    clients: DashMap<String, (String, kube::Client)>,
+}
+
+impl AppClusters {
+    /// The app cluster of `cluster_namespace`, read from the provider.
+    pub async fn access(
+        &self,
+        provider: &kube::Client,
+        cluster_namespace: &str,
+    ) -> kube::Result<Access> {
+        let secrets: Api<Secret> = Api::namespaced(provider.clone(), cluster_namespace);
+        let Some(secret) = secrets.get_opt(SECRET_NAME).await? else {
+            self.clients.remove(cluster_namespace);
+            return Ok(Access::NotRegistered);
+        };
+        Ok(self.for_secret(cluster_namespace, &secret).await)
+    }
+
+    async fn for_secret(&self, cluster_namespace: &str, secret: &Secret) -> Access {
+        let version = secret.resource_version().unwrap_or_default();
+        if let Some(cached) = self.clients.get(cluster_namespace)
+            && cached.0 == version
+        {
+            return Access::Client(cached.1.clone());
+        }
+        match client_from(secret).await {
+            Ok(client) => {
+                self.clients
+                    .insert(cluster_namespace.to_string(), (version, client.clone()));
+                Access::Client(client)
+            }
+            Err(message) => Access::Invalid(message),
+        }
+    }
+}
+
+async fn client_from(secret: &Secret) -> Result<kube::Client, String> {
+    let bytes = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(KUBECONFIG_KEY))
+        .ok_or_else(|| format!("Secret {SECRET_NAME} has no key {KUBECONFIG_KEY}"))?;
+    let text = std::str::from_utf8(&bytes.0).map_err(|e| format!("kubeconfig: {e}"))?;
+    let kubeconfig = Kubeconfig::from_yaml(text).map_err(|e| format!("kubeconfig: {e}"))?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| format!("kubeconfig: {e}"))?;
+    kube::Client::try_from(config).map_err(|e| format!("client: {e}"))
+}
+
+/// A binding changed in the app cluster of `cluster_namespace`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BindingChanged {
+    pub cluster_namespace: String,
+    pub binding: String,
+}
+
+/// Watches the APIServiceBindings of every registered app cluster and
+/// reports each change on `changes`, until dropped. Follows the `app-cluster`
+/// Secrets: a new or changed Secret (re)starts its cluster's watch.
+pub async fn watch_bindings(
+    provider: kube::Client,
+    changes: mpsc::UnboundedSender<BindingChanged>,
+) {
+    let secrets: Api<Secret> = Api::all(provider);
+    let config = watcher::Config::default().fields(&format!("metadata.name={SECRET_NAME}"));
+    let mut watches = Watches::default();
+    let mut events = watcher(secrets, config).default_backoff().boxed();
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(watcher::Event::Apply(secret) | watcher::Event::InitApply(secret)) => {
+                let namespace = secret.namespace().unwrap_or_default();
+                let version = secret.resource_version().unwrap_or_default();
+                if watches.is_current(&namespace, &version) {
+                    continue;
+                }
+                let task = match client_from(&secret).await {
+                    Ok(client) => {
+                        tokio::spawn(watch_one(client, namespace.clone(), changes.clone()))
+                    }
+                    Err(error) => {
+                        tracing::warn!(%namespace, %error, "app cluster Secret unusable");
+                        tokio::spawn(async {})
+                    }
+                };
+                watches.replace(namespace, version, task);
+            }
+            Ok(watcher::Event::Delete(secret)) => {
+                watches.remove(&secret.namespace().unwrap_or_default());
+            }
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "watching app cluster Secrets failed; retrying"),
+        }
+    }
+}
+
+/// The running binding watches, aborted when replaced or dropped (so that
+/// losing the leader Lease stops them with the controllers).
+#[derive(Default)]
+struct Watches {
+    by_namespace: HashMap<String, (String, JoinHandle<()>)>,
+}
+
+impl Watches {
+    fn is_current(&self, namespace: &str, version: &str) -> bool {
+        self.by_namespace
+            .get(namespace)
+            .is_some_and(|(v, _)| v == version)
+    }
+
+    fn replace(&mut self, namespace: String, version: String, task: JoinHandle<()>) {
+        if let Some((_, old)) = self.by_namespace.insert(namespace, (version, task)) {
+            old.abort();
+        }
+    }
+
+    fn remove(&mut self, namespace: &str) {
+        if let Some((_, task)) = self.by_namespace.remove(namespace) {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for Watches {
+    fn drop(&mut self) {
+        for (_, task) in self.by_namespace.values() {
+            task.abort();
+        }
+    }
+}
+
+async fn watch_one(
+    app: kube::Client,
+    cluster_namespace: String,
+    changes: mpsc::UnboundedSender<BindingChanged>,
+) {
+    let bindings: Api<APIServiceBinding> = Api::all(app);
+    // Deletions count too: a binding that is gone disconnects its export.
+    let mut events = watcher(bindings, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    while let Some(event) = events.next().await {
+        let touched: Vec<APIServiceBinding> = match event {
+            Ok(
+                watcher::Event::Apply(b) | watcher::Event::Delete(b) | watcher::Event::InitApply(b),
+            ) => {
+                vec![b]
+            }
+            Ok(_) => Vec::new(),
+            Err(error) => {
+                tracing::debug!(%error, %cluster_namespace, "watching an app cluster's bindings");
+                Vec::new()
+            }
+        };
+        for binding in touched {
+            let changed = BindingChanged {
+                cluster_namespace: cluster_namespace.clone(),
+                binding: binding.name_any(),
+            };
+            if changes.send(changed).is_err() {
+                return;
+            }
+        }
+    }
+}

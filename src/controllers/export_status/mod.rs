@@ -1,0 +1,254 @@
+//! The APIServiceExport status controller: gathers what kube-bind's export
+//! flow looks at (the consumer's APIServiceBinding in its app cluster, the
+//! export's BoundSchemas and their CRDs), runs the pure [`flow`] and writes
+//! the export's and the BoundSchemas' status when they changed. Triggered by
+//! exports, BoundSchemas, CRDs, `app-cluster` Secrets and the app clusters'
+//! bindings.
+
+pub mod flow;
+
+use super::app_clusters::{self, Access, BindingChanged};
+use super::conditions::find;
+use super::deletion::{self, DeletionPolicy};
+use super::{Context, runner};
+use crate::api::{APIServiceBinding, APIServiceExport, BoundSchema};
+use flow::{Binding, BoundSchemaSeen, Crd, Observed, Resource};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, CustomResourceDefinitionCondition,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+const WHAT: &str = "reporting an export's status";
+
+/// Runs the controller until it is dropped.
+pub async fn run(context: Arc<Context>) {
+    let client = context.client.clone();
+    let (changes, mut changed) = mpsc::unbounded_channel::<BindingChanged>();
+    let bindings = app_clusters::watch_bindings(client.clone(), changes);
+    let binding_triggers = futures::stream::poll_fn(move |cx| changed.poll_recv(cx))
+        .map(|c| ObjectRef::<APIServiceExport>::new(&c.binding).within(&c.cluster_namespace));
+
+    let controller = Controller::new(
+        Api::<APIServiceExport>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let by_crd = controller.store();
+    let by_secret = controller.store();
+    let controller = controller
+        .watches(
+            Api::<BoundSchema>::all(client.clone()),
+            watcher::Config::default(),
+            |schema| {
+                let namespace = schema.namespace().unwrap_or_default();
+                schema
+                    .owner_references()
+                    .iter()
+                    .filter(|o| o.kind == "APIServiceExport")
+                    .map(|o| ObjectRef::new(&o.name).within(&namespace))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .watches(
+            Api::<CustomResourceDefinition>::all(client.clone()),
+            watcher::Config::default(),
+            move |crd| {
+                exports_where(&by_crd, |export| {
+                    export
+                        .spec
+                        .resources
+                        .iter()
+                        .any(|r| r.group_resource().to_string() == crd.name_any())
+                })
+            },
+        )
+        .watches(
+            Api::<Secret>::all(client),
+            watcher::Config::default()
+                .fields(&format!("metadata.name={}", app_clusters::SECRET_NAME)),
+            move |secret| {
+                exports_where(&by_secret, |export| {
+                    export.namespace() == secret.namespace()
+                })
+            },
+        )
+        .reconcile_on(binding_triggers)
+        .run(reconcile, |_, error, _| runner::retry(WHAT, error), context)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, WHAT);
+            }
+        });
+    tokio::select! {
+        () = controller => {}
+        () = bindings => {}
+    }
+}
+
+fn exports_where(
+    store: &Store<APIServiceExport>,
+    matches: impl Fn(&APIServiceExport) -> bool,
+) -> Vec<ObjectRef<APIServiceExport>> {
+    store
+        .state()
+        .into_iter()
+        .filter(|export| matches(export))
+        .map(|export| ObjectRef::from_obj(&*export))
+        .collect()
+}
+
+async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube::Result<Action> {
+    if export.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let client = &context.client;
+    let namespace = export.namespace().unwrap_or_default();
+    let binding = binding(&context, &namespace, &export.name_any()).await?;
+    let unreachable = matches!(binding, Binding::Unreachable(_));
+    let current = export
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let was_connected = find(&current, flow::CONNECTED).is_some_and(|c| c.status == "True");
+    if was_connected
+        && binding == Binding::Absent
+        && DeletionPolicy::of(export.annotations()) == DeletionPolicy::Delete
+    {
+        // Unbound: the Delete policy takes the consumer's objects with it.
+        let left = deletion::delete_consumer_objects(&context, &export).await?;
+        tracing::info!(export = %export.name_any(), %namespace, left,
+            "binding deleted; deleting the consumer's objects");
+    }
+
+    let schemas: Api<BoundSchema> = Api::namespaced(client.clone(), &namespace);
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut resources = Vec::new();
+    let mut current_schemas = Vec::new();
+    for exported in &export.spec.resources {
+        let name = exported.group_resource().to_string();
+        let schema = schemas.get_opt(&name).await?;
+        let crd = crds.get_opt(&name).await?;
+        resources.push(Resource {
+            name: name.clone(),
+            bound_schema: schema.as_ref().map(|s| BoundSchemaSeen {
+                names: s.spec.names.clone(),
+                status: s.status.clone().unwrap_or_default(),
+            }),
+            crd: crd.map(|crd| {
+                let status = crd.status.unwrap_or_default();
+                Crd {
+                    conditions: status
+                        .conditions
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(crd_condition)
+                        .collect(),
+                    accepted_names: status.accepted_names,
+                    stored_versions: status.stored_versions.unwrap_or_default(),
+                }
+            }),
+        });
+        current_schemas.extend(schema);
+    }
+    let outcome = flow::run(&Observed {
+        generation: export.metadata.generation,
+        conditions: current.clone(),
+        binding,
+        resources,
+    });
+
+    for (name, status) in &outcome.bound_schemas {
+        let Some(schema) = current_schemas.iter().find(|s| &s.name_any() == name) else {
+            continue;
+        };
+        if schema.status.as_ref() == Some(status) {
+            continue;
+        }
+        schemas
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({
+                    "metadata": {"resourceVersion": schema.resource_version()},
+                    "status": status,
+                })),
+            )
+            .await?;
+    }
+    if outcome.conditions != current {
+        if outcome.serving_stopped() != flow::serving_stopped(&current) {
+            tracing::info!(export = %export.name_any(), %namespace,
+                stopped = outcome.serving_stopped(), "export serving changes");
+        }
+        Api::<APIServiceExport>::namespaced(client.clone(), &namespace)
+            .patch_status(
+                &export.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({
+                    "metadata": {"resourceVersion": export.resource_version()},
+                    "status": {"conditions": outcome.conditions},
+                })),
+            )
+            .await?;
+    }
+    // Unreachable app clusters are asked again soon; otherwise the watches
+    // trigger, and the requeue is only a backstop.
+    Ok(Action::requeue(if unreachable {
+        Duration::from_secs(10)
+    } else {
+        Duration::from_secs(120)
+    }))
+}
+
+/// The consumer's binding of `export`, as far as its app cluster tells.
+async fn binding(context: &Context, namespace: &str, export: &str) -> kube::Result<Binding> {
+    let app = match context
+        .app_clusters
+        .access(&context.client, namespace)
+        .await?
+    {
+        Access::NotRegistered => return Ok(Binding::NoAppCluster),
+        Access::Invalid(message) => return Ok(Binding::Unreachable(message)),
+        Access::Client(app) => app,
+    };
+    Ok(
+        match Api::<APIServiceBinding>::all(app).get_opt(export).await {
+            Ok(Some(binding)) if binding.metadata.deletion_timestamp.is_none() => {
+                Binding::Present {
+                    schema_in_sync: binding
+                        .status
+                        .as_ref()
+                        .and_then(|s| find(&s.conditions, flow::SCHEMA_IN_SYNC))
+                        .cloned(),
+                }
+            }
+            Ok(_) => Binding::Absent,
+            Err(error) => Binding::Unreachable(error.to_string()),
+        },
+    )
+}
+
+/// A CRD's condition in the meta/v1 form the export carries.
+fn crd_condition(c: CustomResourceDefinitionCondition) -> Condition {
+    Condition {
+        type_: c.type_,
+        status: c.status,
+        reason: c.reason.unwrap_or_default(),
+        message: c.message.unwrap_or_default(),
+        observed_generation: None,
+        last_transition_time: c
+            .last_transition_time
+            .unwrap_or(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)),
+    }
+}

@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod authz;
 pub mod catalog;
 pub mod certs;
 pub mod controllers;

@@ -36,22 +36,23 @@ impl ApiError {
         Self::new(401, "Unauthorized", "Unauthorized")
     }
 
-    /// `403 Forbidden` for `user` doing `verb` on a resource.
-    pub fn forbidden(
-        user: &str,
-        verb: &str,
-        resource: &str,
-        group: &str,
-        namespace: Option<&str>,
-    ) -> Self {
-        let scope = match namespace {
-            Some(ns) => format!(" in the namespace \"{ns}\""),
-            None => " at the cluster scope".to_string(),
+    /// `403 Forbidden` on `resource` (and object `name`), with the
+    /// authorizer's `message`, as kube-apiserver's `NewForbidden` words it.
+    pub fn forbidden(group: &str, resource: &str, name: Option<&str>, message: &str) -> Self {
+        let qualified = qualified(group, resource);
+        let (subject, details) = match name {
+            Some(name) => (
+                format!("{qualified} \"{name}\""),
+                json!({"name": name, "group": group, "kind": resource}),
+            ),
+            None => (qualified, json!({"group": group, "kind": resource})),
         };
-        let message = format!(
-            "{resource} is forbidden: User \"{user}\" cannot {verb} resource \"{resource}\" in API group \"{group}\"{scope}"
-        );
-        Self::new(403, "Forbidden", message).with_details(json!({"group": group, "kind": resource}))
+        Self::new(
+            403,
+            "Forbidden",
+            format!("{subject} is forbidden: {message}"),
+        )
+        .with_details(details)
     }
 
     /// The mux's plain-text `404 page not found` for paths nothing serves.

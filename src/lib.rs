@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod app_cluster;
 pub mod auth;
 pub mod authz;
 pub mod catalog;

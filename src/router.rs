@@ -1,10 +1,13 @@
 //! Dispatch: after authentication, a request goes to health, version,
 //! discovery/OpenAPI or the resource proxy, for the consumer's view.
 
-use crate::auth::User;
+use crate::auth::front_proxy::Registrations;
+use crate::auth::{User, Via};
+use crate::authz::Authorizer;
+use crate::authz::attributes::{Attributes, RequestUser};
 use crate::catalog::watch::SharedCatalog;
 use crate::proxy::{Proxy, error, full};
-use crate::route::{ApiPath, Endpoint, parse};
+use crate::route::{ApiPath, Endpoint, Verb, parse};
 use crate::status::ApiError;
 use crate::upstream::BoxBody;
 use bytes::Bytes;
@@ -22,6 +25,9 @@ pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 pub struct App {
     pub catalog: SharedCatalog,
     pub proxy: Proxy,
+    /// The registered app clusters, whose users are authorized by them.
+    pub registrations: Registrations,
+    pub authorizer: Authorizer,
     /// The provider's `/version`, answered as bindery's own.
     pub version: serde_json::Value,
 }
@@ -82,6 +88,11 @@ where
             });
         }
     };
+    if user.via == Via::FrontProxy
+        && let Err(denied) = authorize(&app, &user, &parts, &path).await
+    {
+        return error(&denied);
+    }
     let view = app.catalog.read(|catalog| catalog.view(&user.consumer));
     if let Some(response) = crate::documents::serve(&view, &path, &parts.headers) {
         return response;
@@ -100,6 +111,46 @@ where
         }
         _ => error(&ApiError::page_not_found()),
     }
+}
+
+/// An app cluster's user must be allowed by its app cluster, on the
+/// attributes kube-apiserver would check for a local CRD.
+async fn authorize(
+    app: &App,
+    user: &User,
+    parts: &http::request::Parts,
+    path: &ApiPath,
+) -> Result<(), ApiError> {
+    let ApiPath::Resource(request) = path else {
+        // Discovery and OpenAPI: every authenticated user may read them, as
+        // kube-apiserver's system:discovery role allows.
+        return Ok(());
+    };
+    let watch = parts.uri.query().and_then(|q| {
+        form_urlencoded::parse(q.as_bytes())
+            .find(|(k, _)| k == "watch")
+            .map(|(_, v)| v.into_owned())
+    });
+    let Some(verb) = Verb::of(&parts.method, request, watch.as_deref()) else {
+        return Ok(()); // Answered 405 by the proxy.
+    };
+    let registration = app
+        .registrations
+        .get(user.consumer.as_str())
+        .ok_or_else(|| ApiError::internal("the app cluster's registration is gone"))?;
+    let attributes = Attributes::of(
+        RequestUser {
+            name: user.name.clone(),
+            uid: user.uid.clone(),
+            groups: user.groups.clone(),
+            extra: user.extra.clone(),
+        },
+        verb,
+        request,
+    );
+    app.authorizer
+        .authorize(&registration.app, user.consumer.as_str(), &attributes)
+        .await
 }
 
 /// A consumer namespace bindery has a provider namespace for, as the

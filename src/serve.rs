@@ -3,6 +3,8 @@
 
 use crate::auth::Authenticator;
 use crate::auth::client_cert::ConsumerCertificates;
+use crate::auth::front_proxy::{FrontProxy, Registrations};
+use crate::auth::trust::{CaVerifier, DynamicClientVerifier, parse_pem_bundle};
 use crate::catalog;
 use crate::proxy::Proxy;
 use crate::proxy::namespaces::NamespaceProvisioner;
@@ -32,11 +34,24 @@ pub async fn run(options: Options) -> Result<()> {
         .context("asking the provider for its version")?;
     let pki =
         crate::certs::ensure_bindery(&options.pki, &[], &[]).context("reading bindery's PKI")?;
+    // Client certificates: bindery's consumer CA, plus the front-proxy CA
+    // of every registered app cluster as registrations come and go.
+    let consumer_ca_pem = std::fs::read(pki.consumer_ca()).context("reading the consumer CA")?;
+    let consumer_ca = parse_pem_bundle(&consumer_ca_pem).map_err(anyhow::Error::msg)?;
+    let verifier = Arc::new(DynamicClientVerifier::new(&consumer_ca).map_err(anyhow::Error::msg)?);
     let tls = crate::server::tls::server_config(
         &pki.dir.join("serving.crt"),
         &pki.dir.join("serving.key"),
-        &[&pki.consumer_ca()],
+        verifier.clone(),
     )?;
+    let registrations = Registrations::default();
+    tokio::spawn(crate::app_cluster::follow(
+        client.clone(),
+        options.cluster_namespace_prefix.clone(),
+        registrations.clone(),
+        verifier,
+        consumer_ca,
+    ));
     let catalog = catalog::watch::start(client.clone(), &options.cluster_namespace_prefix);
     if let Some(controllers) = options.controllers {
         tokio::spawn(crate::controllers::run(client.clone(), controllers));
@@ -51,6 +66,8 @@ pub async fn run(options: Options) -> Result<()> {
             shutdown: stop_rx,
         },
         version: serde_json::to_value(&version).context("encoding the provider's version")?,
+        registrations: registrations.clone(),
+        authorizer: crate::authz::Authorizer::new(Default::default()),
     });
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
@@ -59,7 +76,14 @@ pub async fn run(options: Options) -> Result<()> {
     let address = listener.local_addr()?;
     println!("bindery listening on https://{address}");
     tracing::info!(%address, "serving");
-    let authenticators: Vec<Box<dyn Authenticator>> = vec![Box::new(ConsumerCertificates)];
+    let authenticators: Vec<Box<dyn Authenticator>> = vec![
+        Box::new(ConsumerCertificates {
+            ca: CaVerifier::from_pem(&consumer_ca_pem).map_err(anyhow::Error::msg)?,
+        }),
+        Box::new(FrontProxy {
+            registrations: registrations.clone(),
+        }),
+    ];
     let shutdown = async move {
         wait_for_signal().await;
         let _ = stop_tx.send(true);

@@ -1,14 +1,19 @@
-//! Consumer client certificates made by `bindery certs --consumer <id>`: the
-//! TLS layer has verified the chain to bindery's consumer CA; here the
-//! certificate must name the consumer the path asks for.
+//! Consumer client certificates made by `bindery certs --consumer <id>`:
+//! the certificate must chain to bindery's consumer CA (the TLS layer trusts
+//! other CAs too) and name the consumer the path asks for. Headers are never
+//! read: `X-Remote-*` from such a client means nothing.
 
-use super::{Authenticator, PeerCertificate, User};
+use super::trust::CaVerifier;
+use super::{Authenticator, PeerCertificate, User, Via};
 use crate::route::ConsumerId;
 
 /// The organization consumer certificates carry.
 pub const CONSUMER_ORGANIZATION: &str = "bindery:consumers";
 
-pub struct ConsumerCertificates;
+pub struct ConsumerCertificates {
+    /// bindery's consumer CA.
+    pub ca: CaVerifier,
+}
 
 impl Authenticator for ConsumerCertificates {
     fn authenticate(
@@ -22,10 +27,16 @@ impl Authenticator for ConsumerCertificates {
             .organizations
             .iter()
             .any(|o| o == CONSUMER_ORGANIZATION);
-        (is_consumer_cert && peer.common_name == consumer.as_str()).then(|| User {
+        let accepted = is_consumer_cert
+            && peer.common_name == consumer.as_str()
+            && self.ca.verifies(&peer.der);
+        accepted.then(|| User {
             name: format!("bindery:consumer:{consumer}"),
+            uid: None,
             groups: vec![CONSUMER_ORGANIZATION.into(), "system:authenticated".into()],
+            extra: Default::default(),
             consumer: consumer.clone(),
+            via: Via::ConsumerCertificate,
         })
     }
 }
@@ -55,32 +66,43 @@ pub fn peer_certificate(der: &[u8]) -> Option<PeerCertificate> {
 mod tests {
     use super::*;
 
-    fn peer(cn: &str, org: &str) -> PeerCertificate {
-        PeerCertificate {
-            common_name: cn.into(),
-            organizations: vec![org.into()],
-            der: vec![],
-        }
+    fn issued(pki: &crate::certs::BinderyPki, consumer: &str) -> PeerCertificate {
+        use rustls_pki_types::pem::PemObject;
+        let pem = std::fs::read(crate::certs::ensure_consumer(pki, consumer).unwrap()).unwrap();
+        let der = rustls_pki_types::CertificateDer::from_pem_slice(&pem).unwrap();
+        peer_certificate(&der).unwrap()
     }
 
     #[test]
-    fn certificate_must_name_the_path_consumer() {
+    fn certificate_must_chain_to_the_consumer_ca_and_name_the_path_consumer() {
+        let dir = std::env::temp_dir().join(format!("bindery-names-{}", std::process::id()));
+        let ours = crate::certs::ensure_bindery(&dir.join("ours"), &[], &[]).unwrap();
+        let theirs = crate::certs::ensure_bindery(&dir.join("theirs"), &[], &[]).unwrap();
+        let auth = ConsumerCertificates {
+            ca: CaVerifier::from_pem(&std::fs::read(ours.consumer_ca()).unwrap()).unwrap(),
+        };
         let c1 = ConsumerId::parse("c1").unwrap();
-        let headers = http::HeaderMap::new();
-        let auth = ConsumerCertificates;
+        let mut headers = http::HeaderMap::new();
+        headers.insert("x-remote-user", "system:admin".parse().unwrap());
+        let user = auth
+            .authenticate(&c1, Some(&issued(&ours, "c1")), &headers)
+            .expect("accepted");
+        assert_eq!(user.name, "bindery:consumer:c1", "X-Remote-User is ignored");
+        assert_eq!(user.via, Via::ConsumerCertificate);
         assert!(
-            auth.authenticate(&c1, Some(&peer("c1", CONSUMER_ORGANIZATION)), &headers)
-                .is_some()
-        );
-        assert!(
-            auth.authenticate(&c1, Some(&peer("c2", CONSUMER_ORGANIZATION)), &headers)
+            auth.authenticate(&c1, Some(&issued(&ours, "c2")), &headers)
                 .is_none()
         );
         assert!(
-            auth.authenticate(&c1, Some(&peer("c1", "system:masters")), &headers)
-                .is_none()
+            auth.authenticate(&c1, Some(&issued(&theirs, "c1")), &headers)
+                .is_none(),
+            "another CA's certificate naming c1"
         );
+        let mut wrong_org = issued(&ours, "c1");
+        wrong_org.organizations = vec!["system:masters".into()];
+        assert!(auth.authenticate(&c1, Some(&wrong_org), &headers).is_none());
         assert!(auth.authenticate(&c1, None, &headers).is_none());
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! them and refuses everything they do not accept with 401.
 
 pub mod client_cert;
+pub mod front_proxy;
+pub mod trust;
 
 use crate::route::ConsumerId;
 
@@ -19,9 +21,24 @@ pub struct PeerCertificate {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct User {
     pub name: String,
+    pub uid: Option<String>,
     pub groups: Vec<String>,
+    pub extra: std::collections::BTreeMap<String, Vec<String>>,
     /// The consumer this credential speaks for.
     pub consumer: ConsumerId,
+    /// How the caller was authenticated, which decides how it is authorized.
+    pub via: Via,
+}
+
+/// How a caller was authenticated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Via {
+    /// A consumer certificate of bindery's own CA: the consumer itself, which
+    /// may do everything its export allows.
+    ConsumerCertificate,
+    /// The app cluster's front proxy (its aggregation layer) on behalf of
+    /// one of its users: the app cluster authorizes each request.
+    FrontProxy,
 }
 
 /// One way of authenticating a request for `consumer`.

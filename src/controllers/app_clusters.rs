@@ -1,10 +1,8 @@
-//! The app clusters the provider side can reach. Binding an app cluster
-//! leaves a Secret `app-cluster` in the consumer's cluster namespace whose
-//! `kubeconfig` key reaches that app cluster (`bindery bind` writes one for
-//! a least-privilege account). This module owns turning that Secret into a
-//! client (cached by the Secret's resourceVersion) and watching the app
-//! cluster's APIServiceBindings, so that a binding change reconciles its
-//! export at once.
+//! The app clusters the controllers can reach, through the `app-cluster`
+//! Secrets of `crate::app_cluster`: a client per cluster namespace (cached
+//! by the Secret's resourceVersion), and a watch on each app cluster's
+//! APIServiceBindings, so that a binding change reconciles its export at
+//! once.
 
 use crate::api::APIServiceBinding;
 use dashmap::DashMap;
@@ -12,17 +10,14 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::Api;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use std::collections::HashMap;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-/// The Secret in a cluster namespace that reaches the consumer's app cluster.
-pub const SECRET_NAME: &str = "app-cluster";
-/// Its key holding the kubeconfig.
-pub const KUBECONFIG_KEY: &str = "kubeconfig";
+pub use crate::app_cluster::SECRET_NAME;
+use crate::app_cluster::client_from;
 
 /// What is known of one consumer's app cluster.
 pub enum Access {
@@ -71,20 +66,6 @@ impl AppClusters {
             Err(message) => Access::Invalid(message),
         }
     }
-}
-
-async fn client_from(secret: &Secret) -> Result<kube::Client, String> {
-    let bytes = secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get(KUBECONFIG_KEY))
-        .ok_or_else(|| format!("Secret {SECRET_NAME} has no key {KUBECONFIG_KEY}"))?;
-    let text = std::str::from_utf8(&bytes.0).map_err(|e| format!("kubeconfig: {e}"))?;
-    let kubeconfig = Kubeconfig::from_yaml(text).map_err(|e| format!("kubeconfig: {e}"))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| format!("kubeconfig: {e}"))?;
-    kube::Client::try_from(config).map_err(|e| format!("client: {e}"))
 }
 
 /// A binding changed in the app cluster of `cluster_namespace`.

@@ -1,22 +1,21 @@
 //! TLS for bindery's listener: the serving certificate, HTTP/2 and HTTP/1.1
-//! by ALPN, and optional client certificates verified against the CAs bindery
-//! trusts (a request without one is still served, and then authenticated
-//! otherwise or refused with 401).
+//! by ALPN, and optional client certificates verified by the given verifier
+//! (a request without one is still served, and then authenticated otherwise
+//! or refused with 401).
 
 use anyhow::{Context, Result};
-use rustls::RootCertStore;
-use rustls::server::WebPkiClientVerifier;
+use rustls::server::danger::ClientCertVerifier;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use std::path::Path;
 use std::sync::Arc;
 
-/// The rustls server configuration for `cert`/`key`, accepting client
-/// certificates signed by any of `client_cas`.
+/// The rustls server configuration for `cert`/`key`, asking for client
+/// certificates that `verifier` accepts.
 pub fn server_config(
     cert: &Path,
     key: &Path,
-    client_cas: &[&Path],
+    verifier: Arc<dyn ClientCertVerifier>,
 ) -> Result<rustls::ServerConfig> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let chain = CertificateDer::pem_file_iter(cert)
@@ -25,20 +24,6 @@ pub fn server_config(
         .with_context(|| format!("parsing {}", cert.display()))?;
     let key =
         PrivateKeyDer::from_pem_file(key).with_context(|| format!("reading {}", key.display()))?;
-    let mut roots = RootCertStore::empty();
-    for ca in client_cas {
-        for der in CertificateDer::pem_file_iter(ca)
-            .with_context(|| format!("reading {}", ca.display()))?
-        {
-            roots
-                .add(der.with_context(|| format!("parsing {}", ca.display()))?)
-                .with_context(|| format!("adding {}", ca.display()))?;
-        }
-    }
-    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-        .allow_unauthenticated()
-        .build()
-        .context("building the client certificate verifier")?;
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .context("choosing TLS versions")?

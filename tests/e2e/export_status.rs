@@ -70,6 +70,7 @@ impl Export {
     /// Makes the APIServiceBinding in the app cluster, with `conditions` as
     /// its status (the consumer side's report).
     pub(crate) fn bind(&self, conditions: Value) {
+        install_binding_crd();
         let binding = json!({
             "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceBinding",
             "metadata": {"name": self.name},

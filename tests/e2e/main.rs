@@ -8,6 +8,7 @@ mod controllers;
 mod deletion;
 mod export_status;
 mod fixture;
+mod front_proxy;
 mod leader;
 mod lifecycle;
 mod recording_server;

@@ -1,0 +1,259 @@
+//! The app clusters' front proxies (their aggregation layers) calling on
+//! behalf of their users. A request is accepted for consumer X only when its
+//! client certificate chains to the requestheader CA registered for X's app
+//! cluster and its common name is one of X's allowed names; only then are
+//! `X-Remote-User`, `X-Remote-Uid`, `X-Remote-Group` and
+//! `X-Remote-Extra-*` read, the way kube-apiserver's requestheader
+//! authenticator reads them. From anyone else they mean nothing.
+
+use super::trust::CaVerifier;
+use super::{Authenticator, PeerCertificate, User, Via};
+use crate::route::ConsumerId;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+
+const USER_HEADER: &str = "x-remote-user";
+const UID_HEADER: &str = "x-remote-uid";
+const GROUP_HEADER: &str = "x-remote-group";
+const EXTRA_PREFIX: &str = "x-remote-extra-";
+
+/// What an app cluster registered with the provider: how to recognise its
+/// front proxy, and a client to ask it for authorization.
+pub struct Registration {
+    pub requestheader_ca: CaVerifier,
+    /// Common names the front proxy's certificate may have; empty: any.
+    pub allowed_names: Vec<String>,
+    pub app: kube::Client,
+}
+
+/// The registered app clusters, by consumer; filled by a watch.
+#[derive(Clone, Default)]
+pub struct Registrations {
+    by_consumer: Arc<RwLock<HashMap<String, Arc<Registration>>>>,
+}
+
+impl Registrations {
+    pub fn get(&self, consumer: &str) -> Option<Arc<Registration>> {
+        self.read().get(consumer).cloned()
+    }
+
+    pub fn replace(&self, all: HashMap<String, Arc<Registration>>) {
+        *self.by_consumer.write().unwrap_or_else(|e| e.into_inner()) = all;
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<Registration>>> {
+        self.by_consumer.read().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The authenticator of front-proxy requests.
+pub struct FrontProxy {
+    pub registrations: Registrations,
+}
+
+impl Authenticator for FrontProxy {
+    fn authenticate(
+        &self,
+        consumer: &ConsumerId,
+        peer: Option<&PeerCertificate>,
+        headers: &http::HeaderMap,
+    ) -> Option<User> {
+        let peer = peer?;
+        let registration = self.registrations.get(consumer.as_str())?;
+        if !registration.requestheader_ca.verifies(&peer.der) {
+            return None;
+        }
+        if !registration.allowed_names.is_empty()
+            && !registration
+                .allowed_names
+                .iter()
+                .any(|n| n == &peer.common_name)
+        {
+            return None;
+        }
+        let caller = from_headers(headers)?;
+        Some(User {
+            name: caller.name,
+            uid: caller.uid,
+            groups: caller.groups,
+            extra: caller.extra,
+            consumer: consumer.clone(),
+            via: Via::FrontProxy,
+        })
+    }
+}
+
+/// The user the front proxy names in the headers. Pure.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Caller {
+    pub name: String,
+    pub uid: Option<String>,
+    pub groups: Vec<String>,
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+/// Reads the requestheader headers; `None` without a user name.
+pub fn from_headers(headers: &http::HeaderMap) -> Option<Caller> {
+    let text = |value: &http::HeaderValue| value.to_str().ok().map(str::to_string);
+    let name = headers
+        .get_all(USER_HEADER)
+        .iter()
+        .filter_map(text)
+        .find(|v| !v.is_empty())?;
+    let uid = headers
+        .get_all(UID_HEADER)
+        .iter()
+        .filter_map(text)
+        .find(|v| !v.is_empty());
+    let groups = headers
+        .get_all(GROUP_HEADER)
+        .iter()
+        .filter_map(text)
+        .collect();
+    let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (header, value) in headers {
+        // Header names arrive lowercased.
+        let Some(key) = header.as_str().strip_prefix(EXTRA_PREFIX) else {
+            continue;
+        };
+        if let Some(value) = text(value) {
+            extra.entry(unescape(key)).or_default().push(value);
+        }
+    }
+    Some(Caller {
+        name,
+        uid,
+        groups,
+        extra,
+    })
+}
+
+/// Extra keys are percent-encoded in header names (they may hold `/`);
+/// a key that does not decode is kept as it came.
+fn unescape(key: &str) -> String {
+    let bytes = key.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok());
+            match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                Some(byte) => {
+                    out.push(byte);
+                    i += 3;
+                    continue;
+                }
+                None => return key.to_string(),
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8(out).unwrap_or_else(|_| key.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> http::HeaderMap {
+        let mut map = http::HeaderMap::new();
+        for (k, v) in pairs {
+            map.append(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+        }
+        map
+    }
+
+    #[test]
+    fn reads_user_uid_groups_and_extras_as_kube_apiserver_does() {
+        let caller = from_headers(&headers(&[
+            ("X-Remote-User", "alice"),
+            ("X-Remote-Uid", "u-1"),
+            ("X-Remote-Group", "devs"),
+            ("X-Remote-Group", "system:authenticated"),
+            ("X-Remote-Extra-Scopes", "read"),
+            ("X-Remote-Extra-Scopes", "write"),
+            ("X-Remote-Extra-Example.com%2fteam", "db"),
+        ]))
+        .unwrap();
+        assert_eq!(caller.name, "alice");
+        assert_eq!(caller.uid.as_deref(), Some("u-1"));
+        assert_eq!(caller.groups, ["devs", "system:authenticated"]);
+        assert_eq!(caller.extra["scopes"], ["read", "write"]);
+        assert_eq!(caller.extra["example.com/team"], ["db"]);
+    }
+
+    #[test]
+    fn no_user_no_caller() {
+        assert!(from_headers(&headers(&[("X-Remote-Group", "system:masters")])).is_none());
+        assert!(from_headers(&headers(&[("X-Remote-User", "")])).is_none());
+    }
+
+    #[test]
+    fn undecodable_extra_keys_are_kept() {
+        assert_eq!(unescape("a%2Fb"), "a/b");
+        assert_eq!(unescape("bad%zz"), "bad%zz");
+        assert_eq!(unescape("trailing%2"), "trailing%2");
+    }
+
+    #[test]
+    fn only_the_registered_front_proxy_of_the_consumer_is_believed() {
+        use rustls_pki_types::pem::PemObject;
+        let dir = std::env::temp_dir().join(format!("bindery-fp-{}", std::process::id()));
+        // Two CAs standing in for two app clusters' front-proxy CAs.
+        let ours = crate::certs::ensure_bindery(&dir.join("ours"), &[], &[]).unwrap();
+        let theirs = crate::certs::ensure_bindery(&dir.join("theirs"), &[], &[]).unwrap();
+        let leaf = |pki: &crate::certs::BinderyPki, cn: &str| {
+            let pem = std::fs::read(crate::certs::ensure_consumer(pki, cn).unwrap()).unwrap();
+            let der = rustls_pki_types::CertificateDer::from_pem_slice(&pem).unwrap();
+            super::super::client_cert::peer_certificate(&der).unwrap()
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _guard = runtime.enter();
+        let config = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
+        let registrations = Registrations::default();
+        registrations.replace(HashMap::from([(
+            "c1".to_string(),
+            Arc::new(Registration {
+                requestheader_ca: CaVerifier::from_pem(&std::fs::read(ours.consumer_ca()).unwrap())
+                    .unwrap(),
+                allowed_names: vec!["front-proxy-client".into()],
+                app: kube::Client::try_from(config).unwrap(),
+            }),
+        )]));
+        let auth = FrontProxy { registrations };
+        let c1 = ConsumerId::parse("c1").unwrap();
+        let c2 = ConsumerId::parse("c2").unwrap();
+        let asked = headers(&[("X-Remote-User", "alice"), ("X-Remote-Group", "devs")]);
+        let user = auth
+            .authenticate(&c1, Some(&leaf(&ours, "front-proxy-client")), &asked)
+            .expect("the registered front proxy");
+        assert_eq!((user.name.as_str(), user.via), ("alice", Via::FrontProxy));
+        assert_eq!(user.groups, ["devs"]);
+        assert!(
+            auth.authenticate(&c1, Some(&leaf(&theirs, "front-proxy-client")), &asked)
+                .is_none(),
+            "another app cluster's CA"
+        );
+        assert!(
+            auth.authenticate(&c1, Some(&leaf(&ours, "someone-else")), &asked)
+                .is_none(),
+            "not an allowed name"
+        );
+        assert!(
+            auth.authenticate(&c2, Some(&leaf(&ours, "front-proxy-client")), &asked)
+                .is_none(),
+            "a consumer without that registration"
+        );
+        assert!(auth.authenticate(&c1, None, &asked).is_none());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

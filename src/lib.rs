@@ -5,6 +5,7 @@
 //! step of it; modules that are still empty say which issue fills them.
 #![forbid(unsafe_code)]
 
+pub mod aggregation;
 pub mod api;
 pub mod app_cluster;
 pub mod auth;

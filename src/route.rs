@@ -42,6 +42,10 @@ pub fn is_dns_label(s: &str) -> bool {
 pub enum Endpoint {
     /// `/clusters/<consumer>/...`
     Consumer { consumer: ConsumerId, path: ApiPath },
+    /// `/api...`, `/apis...`, `/openapi...`, `/version` with no consumer in
+    /// the path: an app cluster's aggregation layer, whose TLS server name
+    /// says the consumer (see `crate::aggregation`).
+    Aggregated { path: ApiPath },
     /// `/healthz`, `/livez`, `/readyz` of bindery itself.
     Health,
     /// Anything else.
@@ -157,6 +161,9 @@ pub fn parse(path: &str) -> Endpoint {
                 path: parse_api(rest),
             },
             None => Endpoint::Unknown,
+        },
+        ["api" | "apis" | "openapi" | "version", ..] => Endpoint::Aggregated {
+            path: parse_api(&segments),
         },
         _ => Endpoint::Unknown,
     }
@@ -369,6 +376,34 @@ mod tests {
             Some(Verb::Delete)
         );
         assert_eq!(Verb::of(&http::Method::OPTIONS, &named, None), None);
+    }
+
+    #[test]
+    fn paths_without_a_consumer_are_the_aggregation_layers() {
+        assert_eq!(
+            parse("/apis/db.example.com/v1"),
+            Endpoint::Aggregated {
+                path: ApiPath::GroupVersion {
+                    group: "db.example.com".into(),
+                    version: "v1".into()
+                }
+            }
+        );
+        assert_eq!(
+            parse("/version"),
+            Endpoint::Aggregated {
+                path: ApiPath::Version
+            }
+        );
+        assert!(matches!(
+            parse("/apis/db.example.com/v1/namespaces/a/things/b"),
+            Endpoint::Aggregated {
+                path: ApiPath::Resource(_)
+            }
+        ));
+        assert_eq!(parse("/"), Endpoint::Unknown);
+        assert_eq!(parse("/metrics"), Endpoint::Unknown);
+        assert_eq!(parse("/apis/%2e%2e"), Endpoint::Unknown);
     }
 
     #[test]

@@ -71,7 +71,7 @@ where
     let path = match parse(parts.uri.path()) {
         Endpoint::Health => return health(&app),
         Endpoint::Unknown => return error(&ApiError::page_not_found()),
-        Endpoint::Consumer { path, .. } => path,
+        Endpoint::Consumer { path, .. } | Endpoint::Aggregated { path } => path,
     };
     let Some(user) = parts.extensions.get::<User>().cloned() else {
         return error(&ApiError::unauthorized());

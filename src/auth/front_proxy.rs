@@ -26,6 +26,16 @@ pub struct Registration {
     pub app: kube::Client,
 }
 
+impl Registration {
+    /// Whether `peer` is this app cluster's front proxy: its certificate
+    /// chains to the requestheader CA and has an allowed name.
+    pub fn is_front_proxy(&self, peer: &PeerCertificate) -> bool {
+        self.requestheader_ca.verifies(&peer.der)
+            && (self.allowed_names.is_empty()
+                || self.allowed_names.iter().any(|n| n == &peer.common_name))
+    }
+}
+
 /// The registered app clusters, by consumer; filled by a watch.
 #[derive(Clone, Default)]
 pub struct Registrations {
@@ -39,6 +49,18 @@ impl Registrations {
 
     pub fn replace(&self, all: HashMap<String, Arc<Registration>>) {
         *self.by_consumer.write().unwrap_or_else(|e| e.into_inner()) = all;
+    }
+
+    /// The consumers whose registered front proxy `peer` is.
+    pub fn consumers_of(&self, peer: &PeerCertificate) -> Vec<ConsumerId> {
+        let mut found: Vec<ConsumerId> = self
+            .read()
+            .iter()
+            .filter(|(_, registration)| registration.is_front_proxy(peer))
+            .filter_map(|(consumer, _)| ConsumerId::parse(consumer))
+            .collect();
+        found.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        found
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<Registration>>> {
@@ -60,15 +82,7 @@ impl Authenticator for FrontProxy {
     ) -> Option<User> {
         let peer = peer?;
         let registration = self.registrations.get(consumer.as_str())?;
-        if !registration.requestheader_ca.verifies(&peer.der) {
-            return None;
-        }
-        if !registration.allowed_names.is_empty()
-            && !registration
-                .allowed_names
-                .iter()
-                .any(|n| n == &peer.common_name)
-        {
+        if !registration.is_front_proxy(peer) {
             return None;
         }
         let caller = from_headers(headers)?;
@@ -80,6 +94,10 @@ impl Authenticator for FrontProxy {
             consumer: consumer.clone(),
             via: Via::FrontProxy,
         })
+    }
+
+    fn consumers_of(&self, peer: &PeerCertificate) -> Vec<ConsumerId> {
+        self.registrations.consumers_of(peer)
     }
 }
 

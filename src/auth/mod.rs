@@ -50,4 +50,10 @@ pub trait Authenticator: Send + Sync {
         peer: Option<&PeerCertificate>,
         headers: &http::HeaderMap,
     ) -> Option<User>;
+
+    /// The consumers whose callers `peer` can be, when the request does not
+    /// say which consumer it is for; none by default.
+    fn consumers_of(&self, _peer: &PeerCertificate) -> Vec<ConsumerId> {
+        Vec::new()
+    }
 }

@@ -155,7 +155,9 @@ impl BinderyPki {
 }
 
 /// Makes bindery's serving CA and certificate (valid for `dns_names` and
-/// `ips`, plus localhost and 127.0.0.1) and its consumer client CA.
+/// `ips`, plus localhost, 127.0.0.1 and every consumer's aggregation Service
+/// name, `*.kube-bind.svc`) and its consumer client CA. A serving
+/// certificate made earlier without one of those names is made again.
 pub fn ensure_bindery(
     out: &Path,
     dns_names: &[String],
@@ -166,8 +168,16 @@ pub fn ensure_bindery(
     };
     create_dir(&pki.dir)?;
     let serving_ca = ensure_authority(&pki.dir, "serving-ca", "bindery-serving-ca")?;
-    let mut all_dns = vec!["localhost".to_string()];
+    let mut all_dns = vec![
+        "localhost".to_string(),
+        crate::aggregation::serving_dns_name(),
+    ];
     all_dns.extend(dns_names.iter().cloned());
+    let (serving_cert, serving_key) = pair_paths(&pki.dir, "serving");
+    if !names_covered(&serving_cert, &all_dns) {
+        let _ = fs::remove_file(&serving_cert);
+        let _ = fs::remove_file(&serving_key);
+    }
     let mut all_ips = vec![IpAddr::from([127, 0, 0, 1])];
     all_ips.extend(ips.iter().copied());
     let serving = Usage::Server {
@@ -190,6 +200,35 @@ pub fn ensure_consumer(pki: &BinderyPki, consumer: &str) -> Result<PathBuf, Stor
     };
     ensure_leaf(&ca, &dir, consumer, consumer, &usage)?;
     Ok(pki.consumer(consumer).0)
+}
+
+/// Whether the certificate at `cert` exists and names every one of
+/// `dns_names`.
+fn names_covered(cert: &Path, dns_names: &[String]) -> bool {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let Ok(der) = CertificateDer::from_pem_file(cert) else {
+        return false;
+    };
+    let Ok((_, parsed)) = x509_parser::parse_x509_certificate(&der) else {
+        return false;
+    };
+    let present: Vec<String> = parsed
+        .subject_alternative_name()
+        .ok()
+        .flatten()
+        .map(|san| {
+            san.value
+                .general_names
+                .iter()
+                .filter_map(|name| match name {
+                    x509_parser::extensions::GeneralName::DNSName(dns) => Some(dns.to_string()),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    dns_names.iter().all(|name| present.contains(name))
 }
 
 fn pair_paths(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
@@ -341,6 +380,24 @@ mod tests {
         assert_eq!(ca_before, fs::read_to_string(pki.consumer_ca()).unwrap());
         assert!(pki.consumer("consumer-a").1.exists());
         assert!(pki.consumer("consumer-b").0.exists());
+        fs::remove_dir_all(out).unwrap();
+    }
+
+    #[test]
+    fn the_serving_certificate_names_every_aggregation_service_and_is_remade_when_short() {
+        let out = temp_dir("serving-names");
+        let pki = ensure_bindery(&out, &[], &[]).unwrap();
+        let (cert, _) = pki.serving();
+        assert!(names_covered(
+            &cert,
+            &["localhost".into(), "*.kube-bind.svc".into()]
+        ));
+        let first = fs::read_to_string(&cert).unwrap();
+        ensure_bindery(&out, &[], &[]).unwrap();
+        assert_eq!(first, fs::read_to_string(&cert).unwrap(), "kept");
+        ensure_bindery(&out, &["bindery.example.com".into()], &[]).unwrap();
+        assert_ne!(first, fs::read_to_string(&cert).unwrap(), "remade");
+        assert!(names_covered(&cert, &["bindery.example.com".into()]));
         fs::remove_dir_all(out).unwrap();
     }
 }

@@ -2,9 +2,11 @@
 //! log line, and authentication. Each is a small `Layer` so the stack reads
 //! like the request flow in docs/DESIGN.md.
 
+use super::ServerName;
+use crate::aggregation::consumer_of_server_name;
 use crate::auth::{Authenticator, PeerCertificate};
 use crate::proxy::error;
-use crate::route::{Endpoint, parse};
+use crate::route::{ApiPath, ConsumerId, Endpoint, parse};
 use crate::status::ApiError;
 use crate::upstream::BoxBody;
 use futures::future::BoxFuture;
@@ -152,6 +154,40 @@ pub struct Authn<S> {
     authenticators: Arc<Vec<Box<dyn Authenticator>>>,
 }
 
+impl<S> Authn<S> {
+    /// Without a server name naming the consumer (kube-aggregator's
+    /// availability checks before Kubernetes 1.36 send none), the front-proxy
+    /// certificate tells: the one consumer whose registered CA verifies it.
+    /// Several consumers may share an app cluster's CA; then only discovery,
+    /// which shows no objects, is answered, for the first of them.
+    fn consumer_by_certificate<B>(
+        &self,
+        request: &Request<B>,
+        path: &ApiPath,
+    ) -> Option<ConsumerId> {
+        let peer = request.extensions().get::<PeerCertificate>()?;
+        let mut candidates: Vec<ConsumerId> = self
+            .authenticators
+            .iter()
+            .flat_map(|a| a.consumers_of(peer))
+            .collect();
+        candidates.dedup();
+        let discovery = matches!(
+            path,
+            ApiPath::Version
+                | ApiPath::LegacyRoot
+                | ApiPath::GroupList
+                | ApiPath::Group(_)
+                | ApiPath::GroupVersion { .. }
+        );
+        match candidates.len() {
+            1 => candidates.pop(),
+            n if n > 1 && discovery => candidates.into_iter().next(),
+            _ => None,
+        }
+    }
+}
+
 impl<S, B> Service<Request<B>> for Authn<S>
 where
     S: Service<Request<B>, Response = Response<BoxBody>> + Send,
@@ -167,7 +203,25 @@ where
     }
 
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
-        if let Endpoint::Consumer { consumer, .. } = parse(request.uri().path()) {
+        // `Some` on the paths that need a caller: the consumer they are
+        // for, if it can be told. The aggregation layer's requests name it
+        // by their TLS server name.
+        let for_consumer = match parse(request.uri().path()) {
+            Endpoint::Consumer { consumer, .. } => Some(Some(consumer)),
+            Endpoint::Aggregated { path } => Some(
+                request
+                    .extensions()
+                    .get::<ServerName>()
+                    .and_then(|name| consumer_of_server_name(&name.0))
+                    .or_else(|| self.consumer_by_certificate(&request, &path)),
+            ),
+            _ => None,
+        };
+        if let Some(consumer) = for_consumer {
+            let Some(consumer) = consumer else {
+                let response = error(&ApiError::unauthorized());
+                return Box::pin(async move { Ok(response) });
+            };
             let peer = request.extensions().get::<PeerCertificate>();
             let user = self
                 .authenticators

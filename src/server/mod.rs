@@ -19,6 +19,10 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceBuilder;
 
+/// The TLS server name (SNI) the client asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerName(pub String);
+
 /// How long requests in flight may take to finish after shutdown begins.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -68,10 +72,18 @@ pub async fn run(
                 .peer_certificates()
                 .and_then(|chain| chain.first())
                 .and_then(|der| peer_certificate(der));
+            let server_name = tls
+                .get_ref()
+                .1
+                .server_name()
+                .map(|n| ServerName(n.to_string()));
             let service =
                 tower::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
                     if let Some(peer) = &peer {
                         request.extensions_mut().insert(peer.clone());
+                    }
+                    if let Some(name) = &server_name {
+                        request.extensions_mut().insert(name.clone());
                     }
                     let mut stack = stack.clone();
                     async move { tower::Service::call(&mut stack, request).await }

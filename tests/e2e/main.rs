@@ -2,6 +2,7 @@
 //! Every test here runs against real kube-apiserver, etcd and
 //! kube-controller-manager processes, and real kubectl.
 
+mod aggregation;
 mod authz;
 mod bindery;
 mod controllers;

@@ -88,20 +88,7 @@ fn kubectl_against_the_app_cluster_uses_the_bound_api_under_its_rbac() {
     );
     // The app cluster registered with the provider (as bind will record it).
     let app = &clusters().app;
-    clusters().provider.kubectl(&[
-        "-n",
-        &export.namespace,
-        "create",
-        "secret",
-        "generic",
-        "app-cluster",
-        &format!("--from-file=kubeconfig={}", app.kubeconfig.display()),
-        &format!(
-            "--from-file=requestheader-client-ca.crt={}",
-            app.pki.front_proxy_ca().display()
-        ),
-        "--from-literal=requestheader-allowed-names=front-proxy-client",
-    ]);
+    crate::front_proxy::register(&export, &app.pki.front_proxy_ca());
     export.bind(in_sync());
     export.wait_condition("Connected", "True", "APIServiceBindingFound");
     let _unregister = register_apiservices(&export);

@@ -15,7 +15,7 @@ const RESOURCE: &str = "postgresqlinstances.db.example.com";
 
 /// Registers the test app cluster for `export`'s consumer, trusting
 /// `requestheader_ca` as its front proxy.
-fn register(export: &Export, requestheader_ca: &Path) {
+pub(crate) fn register(export: &Export, requestheader_ca: &Path) {
     let app = &clusters().app;
     clusters().provider.kubectl(&[
         "-n",

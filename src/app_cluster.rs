@@ -3,11 +3,13 @@
 //! `kubeconfig` (reaches the app cluster; `bindery bind` writes one for a
 //! least-privilege account), `requestheader-client-ca.crt` and
 //! `requestheader-allowed-names` (comma-separated) to recognise the app
-//! cluster's front proxy. This module reads such Secrets, and keeps the
+//! cluster's front proxy, and optionally `service-account-issuer` and
+//! `service-account-jwks` to verify its service-account tokens. This module reads such Secrets, and keeps the
 //! serving side's [`Registrations`] and the listener's trusted CAs in step
 //! with them.
 
 use crate::auth::front_proxy::{Registration, Registrations};
+use crate::auth::service_account::TokenIssuer;
 use crate::auth::trust::{CaVerifier, DynamicClientVerifier, parse_pem_bundle};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
@@ -25,6 +27,10 @@ pub const SECRET_NAME: &str = "app-cluster";
 pub const KUBECONFIG_KEY: &str = "kubeconfig";
 pub const REQUESTHEADER_CA_KEY: &str = "requestheader-client-ca.crt";
 pub const ALLOWED_NAMES_KEY: &str = "requestheader-allowed-names";
+/// The app cluster's service-account issuer (`--service-account-issuer`).
+pub const TOKEN_ISSUER_KEY: &str = "service-account-issuer";
+/// Its public keys, as the app cluster serves them at `/openid/v1/jwks`.
+pub const TOKEN_KEYS_KEY: &str = "service-account-jwks";
 
 fn key<'a>(secret: &'a Secret, key: &str) -> Option<&'a [u8]> {
     secret
@@ -62,10 +68,19 @@ pub async fn registration_from(
                 .collect()
         })
         .unwrap_or_default();
+    let token_issuer = match (key(secret, TOKEN_ISSUER_KEY), key(secret, TOKEN_KEYS_KEY)) {
+        (Some(issuer), Some(keys)) => Some(TokenIssuer {
+            issuer: String::from_utf8_lossy(issuer).trim().to_string(),
+            keys: serde_json::from_slice(keys)
+                .map_err(|e| format!("{TOKEN_KEYS_KEY} is not a JWKS: {e}"))?,
+        }),
+        _ => None,
+    };
     let registration = Registration {
         requestheader_ca: CaVerifier::from_pem(ca)?,
         allowed_names,
         app: client_from(secret).await?,
+        token_issuer,
     };
     Ok((registration, parse_pem_bundle(ca)?))
 }

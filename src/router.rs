@@ -1,8 +1,8 @@
 //! Dispatch: after authentication, a request goes to health, version,
 //! discovery/OpenAPI or the resource proxy, for the consumer's view.
 
+use crate::auth::User;
 use crate::auth::front_proxy::Registrations;
-use crate::auth::{User, Via};
 use crate::authz::Authorizer;
 use crate::authz::attributes::{Attributes, RequestUser};
 use crate::catalog::watch::SharedCatalog;
@@ -88,7 +88,7 @@ where
             });
         }
     };
-    if user.via == Via::FrontProxy
+    if user.via.is_app_cluster_user()
         && let Err(denied) = authorize(&app, &user, &parts, &path).await
     {
         return error(&denied);

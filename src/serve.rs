@@ -4,6 +4,7 @@
 use crate::auth::Authenticator;
 use crate::auth::client_cert::ConsumerCertificates;
 use crate::auth::front_proxy::{FrontProxy, Registrations};
+use crate::auth::service_account::ServiceAccountTokens;
 use crate::auth::trust::{CaVerifier, DynamicClientVerifier, parse_pem_bundle};
 use crate::catalog;
 use crate::proxy::Proxy;
@@ -81,6 +82,9 @@ pub async fn run(options: Options) -> Result<()> {
             ca: CaVerifier::from_pem(&consumer_ca_pem).map_err(anyhow::Error::msg)?,
         }),
         Box::new(FrontProxy {
+            registrations: registrations.clone(),
+        }),
+        Box::new(ServiceAccountTokens {
             registrations: registrations.clone(),
         }),
     ];

@@ -24,6 +24,8 @@ pub struct Registration {
     /// Common names the front proxy's certificate may have; empty: any.
     pub allowed_names: Vec<String>,
     pub app: kube::Client,
+    /// The app cluster's service-account token issuer, when registered.
+    pub token_issuer: Option<super::service_account::TokenIssuer>,
 }
 
 impl Registration {
@@ -245,6 +247,7 @@ mod tests {
                     .unwrap(),
                 allowed_names: vec!["front-proxy-client".into()],
                 app: kube::Client::try_from(config).unwrap(),
+                token_issuer: None,
             }),
         )]));
         let auth = FrontProxy { registrations };

@@ -4,6 +4,7 @@
 
 pub mod client_cert;
 pub mod front_proxy;
+pub mod service_account;
 pub mod trust;
 
 use crate::route::ConsumerId;
@@ -39,6 +40,16 @@ pub enum Via {
     /// The app cluster's front proxy (its aggregation layer) on behalf of
     /// one of its users: the app cluster authorizes each request.
     FrontProxy,
+    /// A service-account token of the app cluster: authorized by the app
+    /// cluster too.
+    ServiceAccountToken,
+}
+
+impl Via {
+    /// Whether the app cluster decides what this caller may do.
+    pub fn is_app_cluster_user(self) -> bool {
+        matches!(self, Via::FrontProxy | Via::ServiceAccountToken)
+    }
 }
 
 /// One way of authenticating a request for `consumer`.

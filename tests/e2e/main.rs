@@ -15,3 +15,4 @@ mod lifecycle;
 mod recording_server;
 mod serving;
 mod smoke;
+mod tokens;

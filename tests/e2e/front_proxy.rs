@@ -16,21 +16,29 @@ const RESOURCE: &str = "postgresqlinstances.db.example.com";
 /// Registers the test app cluster for `export`'s consumer, trusting
 /// `requestheader_ca` as its front proxy.
 pub(crate) fn register(export: &Export, requestheader_ca: &Path) {
+    register_with(export, requestheader_ca, &[]);
+}
+
+/// [`register`], with more `kubectl create secret generic` arguments.
+pub(crate) fn register_with(export: &Export, requestheader_ca: &Path, more: &[String]) {
     let app = &clusters().app;
-    clusters().provider.kubectl(&[
-        "-n",
-        &export.namespace,
-        "create",
-        "secret",
-        "generic",
-        "app-cluster",
-        &format!("--from-file=kubeconfig={}", app.kubeconfig.display()),
-        &format!(
+    let mut args = vec![
+        "-n".to_string(),
+        export.namespace.clone(),
+        "create".into(),
+        "secret".into(),
+        "generic".into(),
+        "app-cluster".into(),
+        format!("--from-file=kubeconfig={}", app.kubeconfig.display()),
+        format!(
             "--from-file=requestheader-client-ca.crt={}",
             requestheader_ca.display()
         ),
-        "--from-literal=requestheader-allowed-names=front-proxy-client",
-    ]);
+        "--from-literal=requestheader-allowed-names=front-proxy-client".into(),
+    ];
+    args.extend(more.iter().cloned());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    clusters().provider.kubectl(&args);
 }
 
 /// curl against the consumer endpoint of `export` with `cert`/`key` and

@@ -30,22 +30,14 @@ fn register_with_issuer(export: &Export) {
     let jwks = app.kubectl(&["get", "--raw", "/openid/v1/jwks"]);
     let jwks_file = std::env::temp_dir().join(format!("{}-jwks.json", export.name));
     std::fs::write(&jwks_file, jwks).unwrap();
-    clusters().provider.kubectl(&[
-        "-n",
-        &export.namespace,
-        "create",
-        "secret",
-        "generic",
-        "app-cluster",
-        &format!("--from-file=kubeconfig={}", app.kubeconfig.display()),
-        &format!(
-            "--from-file=requestheader-client-ca.crt={}",
-            app.pki.front_proxy_ca().display()
-        ),
-        "--from-literal=requestheader-allowed-names=front-proxy-client",
-        &format!("--from-literal=service-account-issuer={}", app.server),
-        &format!("--from-file=service-account-jwks={}", jwks_file.display()),
-    ]);
+    crate::front_proxy::register_with(
+        export,
+        &app.pki.front_proxy_ca(),
+        &[
+            format!("--from-literal=service-account-issuer={}", app.server),
+            format!("--from-file=service-account-jwks={}", jwks_file.display()),
+        ],
+    );
 }
 
 #[test]

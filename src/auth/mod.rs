@@ -40,15 +40,15 @@ pub enum Via {
     /// The app cluster's front proxy (its aggregation layer) on behalf of
     /// one of its users: the app cluster authorizes each request.
     FrontProxy,
-    /// A service-account token of the app cluster: authorized by the app
-    /// cluster too.
-    ServiceAccountToken,
+    /// A bearer token of the app cluster (verified locally, or reviewed by
+    /// the app cluster): authorized by the app cluster too.
+    AppClusterToken,
 }
 
 impl Via {
     /// Whether the app cluster decides what this caller may do.
     pub fn is_app_cluster_user(self) -> bool {
-        matches!(self, Via::FrontProxy | Via::ServiceAccountToken)
+        matches!(self, Via::FrontProxy | Via::AppClusterToken)
     }
 }
 
@@ -66,5 +66,16 @@ pub trait Authenticator: Send + Sync {
     /// say which consumer it is for; none by default.
     fn consumers_of(&self, _peer: &PeerCertificate) -> Vec<ConsumerId> {
         Vec::new()
+    }
+
+    /// A slower second try, asking someone else (the app cluster), made
+    /// only when no authenticator accepted the caller at once; by default
+    /// it accepts nobody.
+    fn authenticate_remotely<'a>(
+        &'a self,
+        _consumer: &'a ConsumerId,
+        _headers: &'a http::HeaderMap,
+    ) -> futures::future::BoxFuture<'a, Option<User>> {
+        Box::pin(async { None })
     }
 }

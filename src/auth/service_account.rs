@@ -2,13 +2,18 @@
 //! jsonwebtoken against the issuer and public keys (JWKS) the app cluster
 //! registered: signature, issuer, audience (the issuer, kube-apiserver's
 //! default `--api-audiences`), expiry and not-before, with the user
-//! kube-apiserver makes of such a token. No I/O.
+//! kube-apiserver makes of such a token. Tokens it does not know (another
+//! issuer, a legacy Secret token) are reviewed by the app cluster with a
+//! TokenReview instead.
 
 use super::front_proxy::{Caller, Registrations};
 use super::{Authenticator, PeerCertificate, User, Via};
 use crate::route::ConsumerId;
+use futures::future::BoxFuture;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode, decode_header};
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+use kube::api::{Api, PostParams};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -184,7 +189,7 @@ impl Authenticator for ServiceAccountTokens {
                 groups: caller.groups,
                 extra: caller.extra,
                 consumer: consumer.clone(),
-                via: Via::ServiceAccountToken,
+                via: Via::AppClusterToken,
             }),
             Verdict::Invalid(reason) => {
                 tracing::debug!(%reason, "service account token refused");
@@ -192,6 +197,56 @@ impl Authenticator for ServiceAccountTokens {
             }
             Verdict::NotOurs => None,
         }
+    }
+
+    /// A bearer token this issuer did not sign with a known key (another
+    /// issuer, a legacy Secret token, a rotated key): the app cluster is
+    /// asked with a TokenReview, as kube-apiserver's webhook authenticator
+    /// would.
+    fn authenticate_remotely<'a>(
+        &'a self,
+        consumer: &'a ConsumerId,
+        headers: &'a http::HeaderMap,
+    ) -> BoxFuture<'a, Option<User>> {
+        Box::pin(async move {
+            let token = bearer_token(headers)?;
+            let registration = self.registrations.get(consumer.as_str())?;
+            if let Some(issuer) = &registration.token_issuer
+                && verify(token, issuer) != Verdict::NotOurs
+            {
+                // Ours and refused: no second opinion.
+                return None;
+            }
+            let review = TokenReview {
+                spec: TokenReviewSpec {
+                    token: Some(token.to_string()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            let answer = Api::<TokenReview>::all(registration.app.clone())
+                .create(&PostParams::default(), &review)
+                .await;
+            let status = match answer {
+                Ok(answer) => answer.status?,
+                Err(error) => {
+                    tracing::warn!(%error, "TokenReview against the app cluster failed");
+                    return None;
+                }
+            };
+            if status.authenticated != Some(true) {
+                return None;
+            }
+            let user = status.user?;
+            Some(User {
+                name: user.username?,
+                uid: user.uid.filter(|u| !u.is_empty()),
+                groups: user.groups.unwrap_or_default(),
+                extra: user.extra.unwrap_or_default(),
+                consumer: consumer.clone(),
+                via: Via::AppClusterToken,
+            })
+        })
     }
 }
 

@@ -190,9 +190,10 @@ impl<S> Authn<S> {
 
 impl<S, B> Service<Request<B>> for Authn<S>
 where
-    S: Service<Request<B>, Response = Response<BoxBody>> + Send,
+    S: Service<Request<B>, Response = Response<BoxBody>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Send + 'static,
+    B: Send + 'static,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -232,8 +233,28 @@ where
                     request.extensions_mut().insert(user);
                 }
                 None => {
-                    let response = error(&ApiError::unauthorized());
-                    return Box::pin(async move { Ok(response) });
+                    // The slower way: authenticators that ask the app cluster.
+                    let authenticators = self.authenticators.clone();
+                    let ready = self.inner.clone();
+                    let mut inner = std::mem::replace(&mut self.inner, ready);
+                    return Box::pin(async move {
+                        let mut found = None;
+                        for authenticator in authenticators.iter() {
+                            found = authenticator
+                                .authenticate_remotely(&consumer, request.headers())
+                                .await;
+                            if found.is_some() {
+                                break;
+                            }
+                        }
+                        match found {
+                            Some(user) => {
+                                request.extensions_mut().insert(user);
+                                inner.call(request).await
+                            }
+                            None => Ok(error(&ApiError::unauthorized())),
+                        }
+                    });
                 }
             }
         }

@@ -1,6 +1,8 @@
 //! Service-account bearer tokens of the app cluster on the consumer
 //! endpoint: verified against the issuer and keys the app cluster
-//! registered, then authorized by the app cluster's RBAC. An expired token
+//! registered (or, when bindery does not know the key, reviewed by the app
+//! cluster with a TokenReview), then authorized by the app cluster's RBAC.
+//! An expired token
 //! (signed with the app cluster's real key), a token for another audience
 //! and a token of another cluster are each refused.
 
@@ -139,6 +141,41 @@ fn service_account_tokens_authenticate_and_strangers_do_not() {
     );
     let foreign = provider.kubectl(&["-n", "default", "create", "token", "stranger"]);
     assert_eq!(curl(&export, &list_path(&team), foreign.trim()).0, 401);
+    // A legacy Secret token of the same ServiceAccount: not a key bindery
+    // knows (another issuer), so the app cluster reviews it, and accepts.
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+        "metadata": {"name": "reader-legacy", "namespace": team,
+            "annotations": {"kubernetes.io/service-account.name": "reader"}}});
+    app.kubectl_with_stdin(&["apply", "-f", "-"], Some(&secret.to_string()));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let legacy = loop {
+        let data = app.kubectl(&[
+            "-n",
+            &team,
+            "get",
+            "secret",
+            "reader-legacy",
+            "-o",
+            "jsonpath={.data.token}",
+        ]);
+        if !data.trim().is_empty() {
+            use base64::Engine;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(data.trim())
+                .unwrap();
+            break String::from_utf8(bytes).unwrap();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the legacy token never appeared"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    };
+    let (code, body) = curl(&export, &list_path(&team), &legacy);
+    assert_eq!(code, 200, "reviewed by the app cluster: {body}");
+    let (code, _) = curl(&export, &list_path("default"), &legacy);
+    assert_eq!(code, 403, "and authorized by it");
+
     // And a forged signature on otherwise valid claims.
     let mut forged = signed(&claims);
     forged.truncate(forged.len() - 4);

@@ -4,6 +4,7 @@
 
 mod aggregation;
 mod authz;
+mod availability;
 mod bindery;
 mod controllers;
 mod deletion;

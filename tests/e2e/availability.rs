@@ -1,0 +1,214 @@
+//! Availability while the provider cannot be reached. A second `bindery
+//! serve` reaches the real provider through a TCP relay that the test cuts
+//! (so the shared provider stays up for every other test). With the relay
+//! cut, discovery still answers from the last known BoundSchemas, in well
+//! under 5 s, and resource calls get a clear 503 Status. With the relay back,
+//! everything is served again.
+
+use crate::bindery::bindery;
+use crate::controllers::{install_examples, request};
+use crate::fixture::{clusters, unique_name};
+use bindery::controllers::naming::cluster_namespace;
+use serde_json::json;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// A TCP relay to `target` that refuses every connection while cut, and
+/// drops the ones it holds when cut.
+struct Relay {
+    port: u16,
+    cut: Arc<AtomicBool>,
+    generation: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Relay {
+    fn start(target: String) -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cut = Arc::new(AtomicBool::new(false));
+        let generation = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (cut_flag, generations) = (cut.clone(), generation.clone());
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                listener.set_nonblocking(true).unwrap();
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                loop {
+                    let Ok((mut client, _)) = listener.accept().await else {
+                        continue;
+                    };
+                    if cut_flag.load(Ordering::SeqCst) {
+                        drop(client);
+                        continue;
+                    }
+                    let target = target.clone();
+                    let born = generations.load(Ordering::SeqCst);
+                    let generations = generations.clone();
+                    tokio::spawn(async move {
+                        let Ok(mut upstream) = tokio::net::TcpStream::connect(&target).await else {
+                            return;
+                        };
+                        let copy = tokio::io::copy_bidirectional(&mut client, &mut upstream);
+                        let severed = async {
+                            while generations.load(Ordering::SeqCst) == born {
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                            }
+                        };
+                        tokio::select! {
+                            _ = copy => {}
+                            () = severed => {}
+                        }
+                    });
+                }
+            });
+        });
+        Self {
+            port,
+            cut,
+            generation,
+        }
+    }
+
+    fn set_cut(&self, cut: bool) {
+        self.cut.store(cut, Ordering::SeqCst);
+        if cut {
+            self.generation.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// A `bindery serve` (serving only) whose provider is behind `relay`.
+struct SecondBindery {
+    child: Child,
+    url: String,
+}
+
+impl Drop for SecondBindery {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn second_bindery(relay: &Relay) -> SecondBindery {
+    let provider = &clusters().provider;
+    let kubeconfig = std::fs::read_to_string(&provider.kubeconfig).unwrap();
+    let relayed = kubeconfig.replace(
+        &provider.server,
+        &format!("https://127.0.0.1:{}", relay.port),
+    );
+    assert_ne!(
+        relayed, kubeconfig,
+        "the provider's server is in its kubeconfig"
+    );
+    let path = std::env::temp_dir().join(format!("bindery-relayed-{}.kubeconfig", relay.port));
+    std::fs::write(&path, relayed).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bindery"))
+        .args(["serve", "--controllers=false", "--listen", "127.0.0.1:0"])
+        .arg("--provider-kubeconfig")
+        .arg(&path)
+        .arg("--pki")
+        .arg(&bindery().pki)
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("bindery starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("bindery listening on ")
+        .unwrap_or_else(|| panic!("the second bindery did not start: {line:?}"))
+        .to_string();
+    SecondBindery { child, url }
+}
+
+/// GET `path` with the consumer certificate; status, body and how long it took.
+fn get(consumer: &crate::bindery::Consumer, url: &str, path: &str) -> (u16, String, Duration) {
+    let start = Instant::now();
+    let output = Command::new("curl")
+        .args(["-sk", "-m", "30", "-w", "\n%{http_code}", "--cert"])
+        .arg(&consumer.cert)
+        .arg("--key")
+        .arg(&consumer.key)
+        .arg(format!("{url}/clusters/{}{path}", consumer.id))
+        .output()
+        .unwrap();
+    let took = start.elapsed();
+    let text = String::from_utf8_lossy(&output.stdout).to_string();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.parse().unwrap_or(0), body.to_string(), took)
+}
+
+#[test]
+fn discovery_answers_and_resource_calls_get_503_while_the_provider_is_unreachable() {
+    install_examples();
+    let identity = unique_name("availability-cluster");
+    let status = request(
+        &unique_name("availability"),
+        &identity,
+        json!({"templateRef": {"name": "postgresql"}}),
+    );
+    assert_eq!(status["phase"], "Succeeded", "{status}");
+    let namespace = cluster_namespace("kube-bind-", &identity);
+    let consumer = bindery().endpoint(namespace.strip_prefix("kube-bind-").unwrap());
+    let relay = Relay::start(
+        clusters()
+            .provider
+            .server
+            .trim_start_matches("https://")
+            .to_string(),
+    );
+    let second = second_bindery(&relay);
+    let list = "/apis/db.example.com/v1/namespaces/default/postgresqlinstances";
+    let discovery = "/apis/db.example.com/v1";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while get(&consumer, &second.url, list).0 != 200 {
+        assert!(Instant::now() < deadline, "never served through the relay");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    relay.set_cut(true);
+    for path in [discovery, "/apis", "/apis/db.example.com"] {
+        let (code, body, took) = get(&consumer, &second.url, path);
+        assert_eq!(code, 200, "{path} while the provider is away: {body}");
+        assert!(
+            took < Duration::from_secs(2),
+            "{path} took {took:?} while the provider is away"
+        );
+    }
+    let (_, body, _) = get(&consumer, &second.url, discovery);
+    assert!(body.contains("postgresqlinstances"), "{body}");
+    let (code, body, took) = get(&consumer, &second.url, list);
+    assert_eq!(code, 503, "{body}");
+    assert!(took < Duration::from_secs(10), "the 503 took {took:?}");
+    let status: serde_json::Value = serde_json::from_str(&body).expect(&body);
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "ServiceUnavailable");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("the provider cannot be reached"),
+        "{status}"
+    );
+
+    relay.set_cut(false);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while get(&consumer, &second.url, list).0 != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "not served again after the provider came back"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}

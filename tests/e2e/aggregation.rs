@@ -3,7 +3,8 @@
 //! Service `bindery-<consumer>` in `kube-bind` to loopback, bindery's serving
 //! CA as caBundle), and plain kubectl against the app cluster uses the bound
 //! API; its RBAC decides, with kube-apiserver's own 403, and
-//! `kubectl auth can-i` agrees.
+//! `kubectl auth can-i` agrees; deleting an app namespace finishes and takes
+//! its bound objects with it.
 
 use crate::bindery::bindery;
 use crate::export_status::{Export, in_sync};
@@ -122,6 +123,51 @@ fn kubectl_against_the_app_cluster_uses_the_bound_api_under_its_rbac() {
         "postgresqlinstances",
         "orders",
     ]);
+
+    // Deleting an app namespace deletes its bound objects and finishes: the
+    // namespace controller lists and deletes through the aggregator.
+    let leaving = unique_name("leaving");
+    app.kubectl(&["create", "namespace", &leaving]);
+    app.kubectl_with_stdin(
+        &["-n", &leaving, "apply", "-f", "-"],
+        Some(
+            "apiVersion: db.example.com/v1\nkind: PostgreSQLInstance\nmetadata: {name: doomed}\nspec: {plan: small}\n",
+        ),
+    );
+    let provider_namespace = format!("{}-{leaving}", export.namespace);
+    clusters().provider.kubectl(&[
+        "-n",
+        &provider_namespace,
+        "get",
+        "postgresqlinstances",
+        "doomed",
+    ]);
+    app.kubectl(&["delete", "namespace", &leaving, "--wait=false"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    while app
+        .kubectl_output(&["get", "namespace", &leaving], None)
+        .status
+        .success()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "namespace {leaving} never finished deleting: {}",
+            app.kubectl(&["get", "namespace", &leaving, "-o", "jsonpath={.status}"])
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let left = clusters().provider.kubectl(&[
+        "-n",
+        &provider_namespace,
+        "get",
+        "postgresqlinstances",
+        "-o",
+        "name",
+    ]);
+    assert!(
+        left.trim().is_empty(),
+        "the bound objects went with it: {left}"
+    );
 
     // A user with a Role in one namespace.
     let user = unique_name("dev");

@@ -123,6 +123,21 @@ impl Verb {
         }
     }
 
+    /// The verb for `method` on `request` with the raw query string `query`
+    /// (which may hold `watch=`).
+    pub fn of_query(
+        method: &http::Method,
+        request: &ResourceRequest,
+        query: Option<&str>,
+    ) -> Option<Verb> {
+        let watch = query.and_then(|q| {
+            form_urlencoded::parse(q.as_bytes())
+                .find(|(k, _)| k == "watch")
+                .map(|(_, v)| v.into_owned())
+        });
+        Self::of(method, request, watch.as_deref())
+    }
+
     /// The verb for `method` on `request`; `watch_query` is the value of
     /// `?watch=`. `None` for a method the API does not serve.
     pub fn of(
@@ -365,6 +380,14 @@ mod tests {
         assert_eq!(Verb::of(&get, &named, None), Some(Verb::Get));
         assert_eq!(Verb::of(&get, &collection, None), Some(Verb::List));
         assert_eq!(Verb::of(&get, &collection, Some("true")), Some(Verb::Watch));
+        assert_eq!(
+            Verb::of_query(&get, &collection, Some("limit=5&watch=1")),
+            Some(Verb::Watch)
+        );
+        assert_eq!(
+            Verb::of_query(&get, &collection, Some("limit=5")),
+            Some(Verb::List)
+        );
         assert_eq!(Verb::of(&get, &collection, Some("false")), Some(Verb::List));
         assert_eq!(Verb::of(&get, &named, Some("true")), Some(Verb::Get));
         assert_eq!(

@@ -126,12 +126,7 @@ async fn authorize(
         // kube-apiserver's system:discovery role allows.
         return Ok(());
     };
-    let watch = parts.uri.query().and_then(|q| {
-        form_urlencoded::parse(q.as_bytes())
-            .find(|(k, _)| k == "watch")
-            .map(|(_, v)| v.into_owned())
-    });
-    let Some(verb) = Verb::of(&parts.method, request, watch.as_deref()) else {
+    let Some(verb) = Verb::of_query(&parts.method, request, parts.uri.query()) else {
         return Ok(()); // Answered 405 by the proxy.
     };
     let registration = app

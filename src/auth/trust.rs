@@ -6,6 +6,7 @@
 //! ([`CaVerifier`]), so a certificate from one app cluster's front-proxy CA
 //! never passes as a consumer certificate or as another app cluster's.
 
+use dashmap::DashMap;
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::server::WebPkiClientVerifier;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
@@ -13,6 +14,7 @@ use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureS
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, UnixTime};
 use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
@@ -46,11 +48,18 @@ fn verifier(roots: &[CertificateDer<'static>]) -> Result<Arc<dyn ClientCertVerif
         .map_err(|e| format!("building a certificate verifier: {e}"))
 }
 
-/// Verifies leaf certificates against one CA bundle.
+/// Verifies leaf certificates against one CA bundle. A leaf that verified
+/// is remembered for a few seconds, so that requests on one connection (or
+/// from one front proxy) do not each pay for a chain verification.
 #[derive(Clone)]
 pub struct CaVerifier {
     inner: Arc<dyn ClientCertVerifier>,
+    verified: Arc<DashMap<[u8; 32], Instant>>,
 }
+
+/// How long a verified leaf is remembered, and how many at most.
+const REMEMBERED_FOR: Duration = Duration::from_secs(10);
+const REMEMBERED_AT_MOST: usize = 1024;
 
 impl std::fmt::Debug for CaVerifier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -62,14 +71,29 @@ impl CaVerifier {
     pub fn from_pem(pem: &[u8]) -> Result<Self, String> {
         Ok(Self {
             inner: verifier(&parse_pem_bundle(pem)?)?,
+            verified: Arc::new(DashMap::new()),
         })
     }
 
     /// Whether `leaf` (DER) chains to this CA and is valid now.
     pub fn verifies(&self, leaf: &[u8]) -> bool {
-        self.inner
+        let mut key = [0u8; 32];
+        key.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, leaf).as_ref());
+        let now = Instant::now();
+        if self.verified.get(&key).is_some_and(|until| now < *until) {
+            return true;
+        }
+        let valid = self
+            .inner
             .verify_client_cert(&CertificateDer::from(leaf.to_vec()), &[], UnixTime::now())
-            .is_ok()
+            .is_ok();
+        if valid {
+            if self.verified.len() >= REMEMBERED_AT_MOST {
+                self.verified.clear();
+            }
+            self.verified.insert(key, now + REMEMBERED_FOR);
+        }
+        valid
     }
 }
 
@@ -166,7 +190,12 @@ mod tests {
         let ca_one = CaVerifier::from_pem(&std::fs::read(one.consumer_ca()).unwrap()).unwrap();
         let ca_two = CaVerifier::from_pem(&std::fs::read(two.consumer_ca()).unwrap()).unwrap();
         assert!(ca_one.verifies(&leaf));
+        assert!(ca_one.verifies(&leaf), "remembered, still true");
         assert!(!ca_two.verifies(&leaf));
+        assert!(
+            !ca_two.verifies(&leaf),
+            "a failure is not remembered as success"
+        );
         assert!(!ca_one.verifies(b"not a certificate"));
         assert!(CaVerifier::from_pem(b"garbage").is_err());
         std::fs::remove_dir_all(dir).unwrap();

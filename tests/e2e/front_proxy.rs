@@ -44,12 +44,23 @@ pub(crate) fn register_with(export: &Export, requestheader_ca: &Path, more: &[St
 /// curl against the consumer endpoint of `export` with `cert`/`key` and
 /// `headers`; returns the status code and body.
 fn curl(export: &Export, path: &str, cert: (&Path, &Path), headers: &[&str]) -> (u16, String) {
+    curl_as(export, "GET", path, Some(cert), headers)
+}
+
+/// `method` on `path` of `export`'s consumer endpoint, with a client
+/// certificate or none, and `headers`; returns the status code and body.
+pub(crate) fn curl_as(
+    export: &Export,
+    method: &str,
+    path: &str,
+    cert: Option<(&Path, &Path)>,
+    headers: &[&str],
+) -> (u16, String) {
     let mut command = std::process::Command::new("curl");
-    command
-        .args(["-sk", "-w", "\n%{http_code}", "--cert"])
-        .arg(cert.0)
-        .arg("--key")
-        .arg(cert.1);
+    command.args(["-sk", "-w", "\n%{http_code}", "-X", method]);
+    if let Some((cert, key)) = cert {
+        command.arg("--cert").arg(cert).arg("--key").arg(key);
+    }
     for header in headers {
         command.args(["-H", header]);
     }
@@ -175,33 +186,9 @@ fn the_app_clusters_rbac_decides_with_kube_apiservers_403() {
         )
     );
     assert!(!can_i("delete", &allowed));
-    let mut delete = std::process::Command::new("curl");
-    delete
-        .args([
-            "-sk",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            "-X",
-            "DELETE",
-            "--cert",
-        ])
-        .arg(&cert)
-        .arg("--key")
-        .arg(&key);
-    for header in &as_user {
-        delete.args(["-H", header]);
-    }
-    let output = delete
-        .arg(format!(
-            "{}{}/orders",
-            export.consumer.base_url,
-            list_path(&allowed)
-        ))
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&output.stdout), "403");
+    let path = format!("{}/orders", list_path(&allowed));
+    let (code, body) = curl_as(&export, "DELETE", &path, Some((&cert, &key)), &as_user);
+    assert_eq!(code, 403, "{body}");
 }
 
 #[test]
@@ -220,13 +207,8 @@ fn remote_user_headers_mean_nothing_from_anyone_but_the_front_proxy() {
     );
     assert!(body.contains("PostgreSQLInstanceList"), "{body}");
     // No certificate: headers alone authenticate nobody.
-    let output = std::process::Command::new("curl")
-        .args(["-sk", "-o", "/dev/null", "-w", "%{http_code}"])
-        .args(["-H", forged[0], "-H", forged[1]])
-        .arg(format!("{}{}", consumer.base_url, list_path("default")))
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&output.stdout), "401");
+    let (code, _) = curl_as(&export, "GET", &list_path("default"), None, &forged);
+    assert_eq!(code, 401);
     // The front proxy without a user: nobody either.
     let (cert, key) = front_proxy_cert();
     let (code, _) = curl(&export, &list_path("default"), (&cert, &key), &[]);

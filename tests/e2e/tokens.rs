@@ -11,15 +11,8 @@ use crate::fixture::{clusters, unique_name};
 use serde_json::json;
 
 fn curl(export: &Export, path: &str, token: &str) -> (u16, String) {
-    let output = std::process::Command::new("curl")
-        .args(["-sk", "-w", "\n%{http_code}", "-H"])
-        .arg(format!("Authorization: Bearer {token}"))
-        .arg(format!("{}{path}", export.consumer.base_url))
-        .output()
-        .expect("curl runs");
-    let text = String::from_utf8_lossy(&output.stdout).to_string();
-    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
-    (code.parse().unwrap_or(0), body.to_string())
+    let bearer = format!("Authorization: Bearer {token}");
+    crate::front_proxy::curl_as(export, "GET", path, None, &[&bearer])
 }
 
 fn list_path(namespace: &str) -> String {

@@ -56,13 +56,25 @@ async fn reconcile(
     request: Arc<APIServiceExportRequest>,
     context: Arc<Context>,
 ) -> kube::Result<Action> {
-    let phase = request.status.as_ref().and_then(|s| s.phase);
-    if matches!(
-        phase,
-        Some(ExportRequestPhase::Succeeded | ExportRequestPhase::Failed)
-    ) {
+    if is_final(&request) {
         return Ok(Action::await_change());
     }
+    // The cache may not have seen this controller's own last report yet (a
+    // rerun queued by the Pending patch); acting on it would recreate what a
+    // user deleted after the request succeeded. The API server decides.
+    let Some(request) = Api::<APIServiceExportRequest>::namespaced(
+        context.client.clone(),
+        &request.namespace().unwrap_or_default(),
+    )
+    .get_opt(&request.name_any())
+    .await?
+    else {
+        return Ok(Action::await_change());
+    };
+    if is_final(&request) {
+        return Ok(Action::await_change());
+    }
+    let phase = request.status.as_ref().and_then(|s| s.phase);
     if phase.is_none() {
         report(&context.client, &request, Outcome::Pending).await?;
     }
@@ -75,6 +87,13 @@ async fn reconcile(
     };
     report(&context.client, &request, outcome).await?;
     Ok(Action::await_change())
+}
+
+fn is_final(request: &APIServiceExportRequest) -> bool {
+    matches!(
+        request.status.as_ref().and_then(|s| s.phase),
+        Some(ExportRequestPhase::Succeeded | ExportRequestPhase::Failed)
+    )
 }
 
 /// The cluster namespace and the plan, or why there is none.

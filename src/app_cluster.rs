@@ -45,6 +45,11 @@ pub async fn client_from(secret: &Secret) -> Result<kube::Client, String> {
     let bytes = key(secret, KUBECONFIG_KEY)
         .ok_or_else(|| format!("Secret {SECRET_NAME} has no key {KUBECONFIG_KEY}"))?;
     let text = std::str::from_utf8(bytes).map_err(|e| format!("kubeconfig: {e}"))?;
+    client_from_kubeconfig(text).await
+}
+
+/// A client for the app cluster a kubeconfig (its current context) reaches.
+pub async fn client_from_kubeconfig(text: &str) -> Result<kube::Client, String> {
     let kubeconfig = Kubeconfig::from_yaml(text).map_err(|e| format!("kubeconfig: {e}"))?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await

@@ -10,6 +10,7 @@ pub mod api;
 pub mod app_cluster;
 pub mod auth;
 pub mod authz;
+pub mod bind;
 pub mod catalog;
 pub mod certs;
 pub mod controllers;

@@ -29,6 +29,80 @@ enum Command {
     Controllers(ControllersArgs),
     /// Print a kubeconfig for a consumer of the direct endpoint `/clusters/<consumer>`.
     ConsumerKubeconfig(ConsumerKubeconfigArgs),
+    /// Bind a provider's API into an app cluster: pick a template (with
+    /// --template, or on bindery's page), then register the APIServices.
+    Bind(BindArgs),
+    /// Remove a binding and everything `bindery bind` made for it.
+    Unbind(UnbindArgs),
+}
+
+#[derive(clap::Args)]
+struct ProviderArgs {
+    /// bindery's URL, e.g. https://127.0.0.1:8443.
+    url: String,
+    /// The CA of bindery's serving certificate.
+    #[arg(long, default_value = "certs/generated/bindery/serving-ca.crt")]
+    certificate_authority: PathBuf,
+    /// A token the provider cluster accepts (for example `kubectl create
+    /// token` of a ServiceAccount holding `bind` on the templates).
+    #[arg(
+        long,
+        env = "BINDERY_TOKEN",
+        hide_env_values = true,
+        conflicts_with = "token_file"
+    )]
+    token: Option<String>,
+    /// A file holding that token.
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// The app cluster's kubeconfig (default: $KUBECONFIG or ~/.kube/config).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+}
+
+impl ProviderArgs {
+    fn provider(&self) -> anyhow::Result<bindery::bind::cli::Provider> {
+        let token = match (&self.token, &self.token_file) {
+            (Some(token), _) => token.clone(),
+            (None, Some(file)) => std::fs::read_to_string(file)
+                .with_context(|| format!("reading {}", file.display()))?,
+            (None, None) => {
+                anyhow::bail!("a token is needed: --token, --token-file or $BINDERY_TOKEN")
+            }
+        };
+        Ok(bindery::bind::cli::Provider {
+            url: self.url.clone(),
+            certificate_authority: self.certificate_authority.clone(),
+            token: token.trim().to_string(),
+        })
+    }
+}
+
+#[derive(clap::Args)]
+struct BindArgs {
+    #[command(flatten)]
+    provider: ProviderArgs,
+    /// Bind this template without a browser.
+    #[arg(long)]
+    template: Option<String>,
+    /// `yaml`: print the app cluster's objects instead of applying them.
+    #[arg(short, long, value_parser = ["yaml"])]
+    output: Option<String>,
+    /// The DNS name the app cluster's aggregator reaches bindery at
+    /// (default: the URL's host; `localhost` for loopback addresses).
+    #[arg(long)]
+    service_host: Option<String>,
+    /// How long to wait for each stage.
+    #[arg(long, default_value_t = 120)]
+    timeout_seconds: u64,
+}
+
+#[derive(clap::Args)]
+struct UnbindArgs {
+    #[command(flatten)]
+    provider: ProviderArgs,
+    /// The binding (export) to remove.
+    export: String,
 }
 
 #[derive(clap::Args)]
@@ -136,6 +210,8 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => serve(args),
         Command::Controllers(args) => controllers(args),
         Command::ConsumerKubeconfig(args) => consumer_kubeconfig(args),
+        Command::Bind(args) => bind(args),
+        Command::Unbind(args) => unbind(args),
     }
 }
 
@@ -164,6 +240,29 @@ fn consumer_kubeconfig(args: ConsumerKubeconfigArgs) -> anyhow::Result<()> {
         )
     );
     Ok(())
+}
+
+fn bind(args: BindArgs) -> anyhow::Result<()> {
+    let options = bindery::bind::cli::BindOptions {
+        provider: args.provider.provider()?,
+        app_kubeconfig: args.provider.kubeconfig.clone(),
+        template: args.template,
+        print_yaml: args.output.is_some(),
+        service_host: args.service_host,
+        timeout: std::time::Duration::from_secs(args.timeout_seconds),
+    };
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(bindery::bind::cli::bind(options))
+}
+
+fn unbind(args: UnbindArgs) -> anyhow::Result<()> {
+    let options = bindery::bind::cli::UnbindOptions {
+        provider: args.provider.provider()?,
+        app_kubeconfig: args.provider.kubeconfig.clone(),
+        export: args.export,
+    };
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(bindery::bind::cli::unbind(options))
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {

@@ -48,6 +48,9 @@ pub enum Endpoint {
     Aggregated { path: ApiPath },
     /// `/healthz`, `/livez`, `/readyz` of bindery itself.
     Health,
+    /// `/bind/...`: the binding API and page (`crate::bind`), with the
+    /// segments after `bind`. Binders authenticate there themselves.
+    Bind(Vec<String>),
     /// Anything else.
     Unknown,
 }
@@ -170,6 +173,7 @@ pub fn parse(path: &str) -> Endpoint {
     let segments: Vec<&str> = owned.iter().map(String::as_str).collect();
     match segments.as_slice() {
         ["healthz" | "livez" | "readyz", ..] => Endpoint::Health,
+        ["bind", rest @ ..] => Endpoint::Bind(rest.iter().map(|s| s.to_string()).collect()),
         ["clusters", consumer, rest @ ..] => match ConsumerId::parse(consumer) {
             Some(consumer) => Endpoint::Consumer {
                 consumer,
@@ -426,6 +430,12 @@ mod tests {
         ));
         assert_eq!(parse("/"), Endpoint::Unknown);
         assert_eq!(parse("/metrics"), Endpoint::Unknown);
+        assert_eq!(parse("/bind"), Endpoint::Bind(vec![]));
+        assert_eq!(
+            parse("/bind/sessions/abc"),
+            Endpoint::Bind(vec!["sessions".into(), "abc".into()])
+        );
+        assert_eq!(parse("/bind/../clusters/c1/apis"), Endpoint::Unknown);
         assert_eq!(parse("/apis/%2e%2e"), Endpoint::Unknown);
     }
 

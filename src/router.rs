@@ -30,6 +30,8 @@ pub struct App {
     pub authorizer: Authorizer,
     /// The provider's `/version`, answered as bindery's own.
     pub version: serde_json::Value,
+    /// The `/bind` endpoints.
+    pub bind: crate::bind::server::BindService,
 }
 
 #[derive(Clone)]
@@ -71,22 +73,24 @@ where
     let path = match parse(parts.uri.path()) {
         Endpoint::Health => return health(&app),
         Endpoint::Unknown => return error(&ApiError::page_not_found()),
+        Endpoint::Bind(segments) => {
+            return match read_body(body).await {
+                Ok(body) => {
+                    app.bind
+                        .serve(&parts.method, &parts.headers, &segments, body)
+                        .await
+                }
+                Err(too_large) => error(&too_large),
+            };
+        }
         Endpoint::Consumer { path, .. } | Endpoint::Aggregated { path } => path,
     };
     let Some(user) = parts.extensions.get::<User>().cloned() else {
         return error(&ApiError::unauthorized());
     };
-    let body = match Limited::new(body, MAX_BODY_BYTES).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(_) => {
-            return error(&ApiError {
-                code: 413,
-                reason: "RequestEntityTooLarge",
-                message: "the server has received too large a request body".into(),
-                details: None,
-                plain_text: false,
-            });
-        }
+    let body = match read_body(body).await {
+        Ok(body) => body,
+        Err(too_large) => return error(&too_large),
     };
     if user.via.is_app_cluster_user()
         && let Err(denied) = authorize(&app, &user, &parts, &path).await
@@ -110,6 +114,24 @@ where
             }
         }
         _ => error(&ApiError::page_not_found()),
+    }
+}
+
+/// The request body, up to kube-apiserver's limit.
+async fn read_body<B>(body: B) -> Result<Bytes, ApiError>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    match Limited::new(body, MAX_BODY_BYTES).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(_) => Err(ApiError {
+            code: 413,
+            reason: "RequestEntityTooLarge",
+            message: "the server has received too large a request body".into(),
+            details: None,
+            plain_text: false,
+        }),
     }
 }
 

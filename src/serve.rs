@@ -58,17 +58,25 @@ pub async fn run(options: Options) -> Result<()> {
         tokio::spawn(crate::controllers::run(client.clone(), controllers));
     }
     let (stop_tx, stop_rx) = signal::channel(false);
+    let provider = client.clone();
     let app = Arc::new(App {
         catalog: catalog.clone(),
         proxy: Proxy {
             upstream: Arc::new(KubeUpstream::new(client.clone())),
             tokens: Arc::new(ContinueTokens::random()),
-            namespaces: NamespaceProvisioner::new(client),
+            namespaces: NamespaceProvisioner::new(client.clone()),
             shutdown: stop_rx,
         },
         version: serde_json::to_value(&version).context("encoding the provider's version")?,
         registrations: registrations.clone(),
         authorizer: crate::authz::Authorizer::new(Default::default()),
+        bind: crate::bind::server::BindService {
+            provider: provider.clone(),
+            prefix: options.cluster_namespace_prefix.clone(),
+            serving_ca: std::fs::read_to_string(pki.serving_ca())
+                .context("reading the serving CA")?,
+            sessions: Default::default(),
+        },
     });
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await

@@ -6,93 +6,21 @@
 //! `kubectl auth can-i` agrees; deleting an app namespace finishes and takes
 //! its bound objects with it.
 
-use crate::bindery::bindery;
-use crate::export_status::{Export, in_sync};
+use crate::bind::{app_cluster_binds, app_cluster_namespace, binder_token, bindery_cli, succeeded};
+use crate::controllers::install_examples;
 use crate::fixture::{clusters, unique_name};
-use base64::Engine;
-use serde_json::json;
-
-/// Deletes the APIServices when the test ends, so that no other test's
-/// discovery meets them.
-struct Unregister(Vec<String>);
-
-impl Drop for Unregister {
-    fn drop(&mut self) {
-        for object in &self.0 {
-            let _ = clusters().app.kubectl_output(
-                &["delete", object, "--ignore-not-found", "--wait=false"],
-                None,
-            );
-        }
-    }
-}
-
-/// Registers bindery in the app cluster for `export`'s consumer, as
-/// `bindery bind` will: the Service and one APIService per bound version.
-fn register_apiservices(export: &Export) -> Unregister {
-    let app = &clusters().app;
-    let consumer = export.namespace.strip_prefix("kube-bind-").unwrap();
-    let service = format!("bindery-{consumer}");
-    let port: u16 = bindery()
-        .url
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .expect("bindery's port");
-    let ca = std::fs::read(bindery().pki.join("bindery/serving-ca.crt")).expect("serving CA");
-    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca);
-    let _ = app.kubectl_output(&["create", "namespace", "kube-bind"], None);
-    let mut objects = vec![json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": service, "namespace": "kube-bind"},
-        "spec": {"type": "ExternalName", "externalName": "localhost",
-            "ports": [{"port": port, "protocol": "TCP"}]},
-    })];
-    let mut names = Vec::new();
-    for (version, priority) in [("v1", 15), ("v1beta1", 10)] {
-        let name = format!("{version}.db.example.com");
-        objects.push(json!({
-            "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-            "metadata": {"name": name},
-            "spec": {"group": "db.example.com", "version": version,
-                "groupPriorityMinimum": 1000, "versionPriority": priority,
-                "caBundle": ca_bundle,
-                "service": {"namespace": "kube-bind", "name": service, "port": port}},
-        }));
-        names.push(format!("apiservice/{name}"));
-    }
-    let unregister = Unregister(names.clone());
-    let list = json!({"apiVersion": "v1", "kind": "List", "items": objects});
-    app.kubectl_with_stdin(&["apply", "-f", "-"], Some(&list.to_string()));
-    let mut wait = vec!["wait", "--for=condition=Available", "--timeout=90s"];
-    wait.extend(names.iter().map(String::as_str));
-    let waited = app.kubectl_output(&wait, None);
-    if !waited.status.success() {
-        let status = app.kubectl(&[
-            "get",
-            "apiservice",
-            &names[0][11..],
-            "-o",
-            "jsonpath={.status}",
-        ]);
-        panic!("the APIServices never became Available: {status}");
-    }
-    unregister
-}
 
 #[test]
 fn kubectl_against_the_app_cluster_uses_the_bound_api_under_its_rbac() {
-    let export = Export::requested(
-        &unique_name("aggregated"),
-        &unique_name("aggregated-cluster"),
-        json!({}),
-    );
-    // The app cluster registered with the provider (as bind will record it).
+    install_examples();
+    let _guard = app_cluster_binds();
+    let (_, token) = binder_token(true);
     let app = &clusters().app;
-    crate::front_proxy::register(&export, &app.pki.front_proxy_ca());
-    export.bind(in_sync());
-    export.wait_condition("Connected", "True", "APIServiceBindingFound");
-    let _unregister = register_apiservices(&export);
+    let cluster_namespace = app_cluster_namespace();
+    succeeded(
+        "bind",
+        &bindery_cli("bind", &token, &["--template", "postgresql"]),
+    );
 
     // The admin of the app cluster: create, list, explain, the other version.
     app.kubectl_with_stdin(
@@ -118,7 +46,7 @@ fn kubectl_against_the_app_cluster_uses_the_bound_api_under_its_rbac() {
     // Stored in the provider, in the consumer's provider namespace.
     clusters().provider.kubectl(&[
         "-n",
-        &format!("{}-default", export.namespace),
+        &format!("{cluster_namespace}-default"),
         "get",
         "postgresqlinstances",
         "orders",
@@ -134,7 +62,7 @@ fn kubectl_against_the_app_cluster_uses_the_bound_api_under_its_rbac() {
             "apiVersion: db.example.com/v1\nkind: PostgreSQLInstance\nmetadata: {name: doomed}\nspec: {plan: small}\n",
         ),
     );
-    let provider_namespace = format!("{}-{leaving}", export.namespace);
+    let provider_namespace = format!("{cluster_namespace}-{leaving}");
     clusters().provider.kubectl(&[
         "-n",
         &provider_namespace,
@@ -230,5 +158,88 @@ fn kubectl_against_the_app_cluster_uses_the_bound_api_under_its_rbac() {
              User \"{user}\" cannot list resource \"postgresqlinstances\" in API group \
              \"db.example.com\" in the namespace \"default\""
         )
+    );
+
+    // Binding again changes nothing.
+    let version_of =
+        |object: &str| app.kubectl(&["get", object, "-o", "jsonpath={.metadata.resourceVersion}"]);
+    let before = version_of("apiservice/v1.db.example.com");
+    let export_uid = |_: ()| {
+        clusters().provider.kubectl(&[
+            "-n",
+            &cluster_namespace,
+            "get",
+            "apiserviceexport",
+            "postgresql",
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ])
+    };
+    let uid = export_uid(());
+    succeeded(
+        "bind again",
+        &bindery_cli("bind", &token, &["--template", "postgresql"]),
+    );
+    assert_eq!(version_of("apiservice/v1.db.example.com"), before);
+    assert_eq!(export_uid(()), uid, "the same export");
+
+    // -o yaml prints what bind applies, and the app cluster accepts it.
+    let printed = succeeded(
+        "bind -o yaml",
+        &bindery_cli("bind", &token, &["--template", "postgresql", "-o", "yaml"]),
+    );
+    for expected in [
+        "kind: APIService\n",
+        "name: v1.db.example.com",
+        "name: v1beta1.db.example.com",
+        "kind: APIServiceBinding",
+        "kind: ServiceAccount",
+        "system:auth-delegator",
+    ] {
+        assert!(printed.contains(expected), "{expected} in:\n{printed}");
+    }
+    app.kubectl_with_stdin(&["apply", "--dry-run=server", "-f", "-"], Some(&printed));
+
+    // Unbind removes what bind made, and the export in the provider.
+    succeeded("unbind", &bindery_cli("unbind", &token, &["postgresql"]));
+    for gone in [
+        "apiservice/v1.db.example.com",
+        "apiservice/v1beta1.db.example.com",
+        "apiservicebinding/postgresql",
+        "clusterrolebinding/bindery:auth-delegator",
+        "clusterrole/bindery:app-cluster",
+    ] {
+        let out = app.kubectl_output(&["get", gone], None);
+        assert!(!out.status.success(), "{gone} is left after unbind");
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while clusters()
+        .provider
+        .kubectl_output(
+            &[
+                "-n",
+                &cluster_namespace,
+                "get",
+                "apiserviceexport",
+                "postgresql",
+            ],
+            None,
+        )
+        .status
+        .success()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the export is never deleted"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    let registration = clusters().provider.kubectl_output(
+        &["-n", &cluster_namespace, "get", "secret", "app-cluster"],
+        None,
+    );
+    assert!(
+        !registration.status.success(),
+        "the registration went with the last export"
     );
 }

@@ -5,6 +5,7 @@
 mod aggregation;
 mod authz;
 mod availability;
+mod bind;
 mod bindery;
 mod controllers;
 mod deletion;

@@ -1,0 +1,301 @@
+//! What `bindery bind` writes into the app cluster, as objects. The account
+//! part is shared by every binding of the app cluster: the `kube-bind`
+//! namespace, the APIServiceBinding CRD, and a ServiceAccount whose token
+//! lets bindery ask SubjectAccessReviews and TokenReviews
+//! (`system:auth-delegator`), read its APIServiceBindings and write their
+//! status, and read namespace `kube-system` (to prove the cluster's
+//! identity), nothing wider. The binding part is per export: the Service
+//! `bindery-<consumer>` that the aggregator reaches bindery by (an
+//! ExternalName), one APIService per bound group/version with bindery's
+//! serving CA, a Secret saying where the provider is, and the
+//! APIServiceBinding. Everything carries [`MANAGED_BY`], so that unbind
+//! removes exactly this. Pure.
+
+use super::wire::GroupVersion;
+use crate::api::claims::PermissionClaim;
+use crate::api::{APIServiceBinding, AcceptablePermissionClaim, ClaimState};
+use base64::Engine;
+use kube::CustomResourceExt;
+use serde_json::{Value, json};
+
+/// The app-cluster namespace of bind's objects, as kube-bind's konnector uses.
+pub const NAMESPACE: &str = "kube-bind";
+/// bindery's account in the app cluster.
+pub const ACCOUNT: &str = "bindery";
+/// The Secret holding the account's token.
+pub const TOKEN_SECRET: &str = "bindery-token";
+/// The ClusterRole (and its binding) of the account's own permissions.
+pub const ROLE: &str = "bindery:app-cluster";
+/// The ClusterRoleBinding to `system:auth-delegator`.
+pub const AUTH_DELEGATOR_BINDING: &str = "bindery:auth-delegator";
+/// Label on everything bind makes.
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "bindery");
+/// Label naming the binding an object belongs to.
+pub const BINDING_LABEL: &str = "bindery.dev/binding";
+
+/// Labels of a shared object.
+fn shared_labels() -> Value {
+    json!({MANAGED_BY.0: MANAGED_BY.1})
+}
+
+fn binding_labels(export: &str) -> Value {
+    json!({MANAGED_BY.0: MANAGED_BY.1, BINDING_LABEL: export})
+}
+
+/// The shared namespace; made only when missing.
+pub fn namespace() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": NAMESPACE, "labels": shared_labels()},
+    })
+}
+
+/// The APIServiceBinding CRD; made only when missing.
+pub fn binding_crd() -> Value {
+    let mut crd = serde_json::to_value(APIServiceBinding::crd()).expect("the CRD serializes");
+    crd["metadata"]["labels"] = shared_labels();
+    crd
+}
+
+/// The account and its permissions.
+pub fn account() -> Vec<Value> {
+    vec![
+        json!({
+            "apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": ACCOUNT, "namespace": NAMESPACE, "labels": shared_labels()},
+        }),
+        json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+            "metadata": {"name": TOKEN_SECRET, "namespace": NAMESPACE, "labels": shared_labels(),
+                "annotations": {"kubernetes.io/service-account.name": ACCOUNT}},
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": ROLE, "labels": shared_labels()},
+            "rules": [
+                {"apiGroups": ["kube-bind.io"], "resources": ["apiservicebindings"],
+                    "verbs": ["get", "list", "watch"]},
+                {"apiGroups": ["kube-bind.io"], "resources": ["apiservicebindings/status"],
+                    "verbs": ["get", "update", "patch"]},
+                {"apiGroups": [""], "resources": ["namespaces"],
+                    "resourceNames": ["kube-system"], "verbs": ["get"]},
+            ],
+        }),
+        cluster_role_binding(ROLE, ROLE),
+        cluster_role_binding(AUTH_DELEGATOR_BINDING, "system:auth-delegator"),
+    ]
+}
+
+fn cluster_role_binding(name: &str, role: &str) -> Value {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": name, "labels": shared_labels()},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": NAMESPACE}],
+    })
+}
+
+/// What one binding needs in the app cluster.
+pub struct BindingInputs<'a> {
+    pub consumer: &'a str,
+    pub export: &'a str,
+    /// bindery's base URL, as the binder reached it.
+    pub bindery_url: &'a str,
+    /// The DNS name the aggregator reaches bindery at.
+    pub service_host: &'a str,
+    pub service_port: u16,
+    pub serving_ca_pem: &'a str,
+    pub group_versions: &'a [GroupVersion],
+    pub claims: &'a [PermissionClaim],
+}
+
+/// The Service's name for `consumer`; its DNS name is what bindery's
+/// serving certificate and SNI routing expect (see `crate::aggregation`).
+pub fn service_name(consumer: &str) -> String {
+    format!("bindery-{consumer}")
+}
+
+/// The APIService name of a group/version.
+pub fn api_service_name(gv: &GroupVersion) -> String {
+    format!("{}.{}", gv.version, gv.group)
+}
+
+/// The Secret (per binding) saying where the provider is.
+pub fn provider_secret_name(export: &str) -> String {
+    format!("bindery-provider-{export}")
+}
+
+/// The binding's objects, in the order to apply them.
+pub fn binding(inputs: &BindingInputs) -> Vec<Value> {
+    let labels = binding_labels(inputs.export);
+    let service = service_name(inputs.consumer);
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(inputs.serving_ca_pem);
+    let mut objects = vec![json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": service, "namespace": NAMESPACE, "labels": shared_labels()},
+        "spec": {"type": "ExternalName", "externalName": inputs.service_host,
+            "ports": [{"port": inputs.service_port, "protocol": "TCP"}]},
+    })];
+    // Versions come preferred first within a group; the APIService's
+    // versionPriority says the same.
+    let mut previous_group = None;
+    let mut priority = 0;
+    for gv in inputs.group_versions {
+        if previous_group != Some(&gv.group) {
+            previous_group = Some(&gv.group);
+            priority = 100;
+        } else {
+            priority = (priority - 5).max(1);
+        }
+        objects.push(json!({
+            "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+            "metadata": {"name": api_service_name(gv), "labels": labels},
+            "spec": {"group": gv.group, "version": gv.version,
+                "groupPriorityMinimum": 1000, "versionPriority": priority,
+                "caBundle": ca_bundle,
+                "service": {"namespace": NAMESPACE, "name": service, "port": inputs.service_port}},
+        }));
+    }
+    let provider_kubeconfig = json!({
+        "apiVersion": "v1", "kind": "Config", "current-context": "provider",
+        "clusters": [{"name": "provider", "cluster": {"server": inputs.bindery_url,
+            "certificate-authority-data": ca_bundle}}],
+        "contexts": [{"name": "provider", "context": {"cluster": "provider", "user": "app-cluster"}}],
+        "users": [{"name": "app-cluster", "user": {}}],
+    });
+    let secret = provider_secret_name(inputs.export);
+    objects.push(json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": secret, "namespace": NAMESPACE, "labels": labels},
+        "stringData": {"kubeconfig": serde_yaml::to_string(&provider_kubeconfig)
+            .expect("a kubeconfig serializes")},
+    }));
+    let claims: Vec<AcceptablePermissionClaim> = inputs
+        .claims
+        .iter()
+        .cloned()
+        .map(|c| AcceptablePermissionClaim::new(c, ClaimState::Accepted))
+        .collect();
+    objects.push(json!({
+        "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceBinding",
+        "metadata": {"name": inputs.export, "labels": labels},
+        "spec": {
+            "kubeconfigSecretRef": {"namespace": NAMESPACE, "name": secret, "key": "kubeconfig"},
+            "permissionClaims": claims,
+        },
+    }));
+    objects
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs<'a>(gvs: &'a [GroupVersion], claims: &'a [PermissionClaim]) -> BindingInputs<'a> {
+        BindingInputs {
+            consumer: "abc123",
+            export: "postgresql",
+            bindery_url: "https://127.0.0.1:8443",
+            service_host: "localhost",
+            service_port: 8443,
+            serving_ca_pem: "-----BEGIN CERTIFICATE-----\n",
+            group_versions: gvs,
+            claims,
+        }
+    }
+
+    fn gv(group: &str, version: &str) -> GroupVersion {
+        GroupVersion {
+            group: group.into(),
+            version: version.into(),
+        }
+    }
+
+    #[test]
+    fn one_api_service_per_group_version_preferred_first_through_the_consumers_service() {
+        let gvs = [
+            gv("db.example.com", "v1"),
+            gv("db.example.com", "v1beta1"),
+            gv("other.io", "v2"),
+        ];
+        let objects = binding(&inputs(&gvs, &[]));
+        let services: Vec<&Value> = objects
+            .iter()
+            .filter(|o| o["kind"] == "APIService")
+            .collect();
+        assert_eq!(services.len(), 3);
+        assert_eq!(services[0]["metadata"]["name"], "v1.db.example.com");
+        assert_eq!(services[0]["spec"]["versionPriority"], 100);
+        assert_eq!(services[1]["spec"]["versionPriority"], 95);
+        assert_eq!(
+            services[2]["spec"]["versionPriority"], 100,
+            "a new group starts again"
+        );
+        for s in &services {
+            assert_eq!(s["spec"]["service"]["name"], "bindery-abc123");
+            assert_eq!(s["spec"]["service"]["namespace"], "kube-bind");
+            assert_eq!(s["spec"]["service"]["port"], 8443);
+            assert!(!s["spec"]["caBundle"].as_str().unwrap().is_empty());
+            assert_eq!(s["metadata"]["labels"][BINDING_LABEL], "postgresql");
+        }
+        assert_eq!(objects[0]["spec"]["externalName"], "localhost");
+    }
+
+    #[test]
+    fn the_binding_accepts_the_exports_claims_and_points_at_the_provider_secret() {
+        let claims: Vec<PermissionClaim> =
+            serde_json::from_value(json!([{"group": "", "resource": "secrets"}])).unwrap();
+        let objects = binding(&inputs(&[], &claims));
+        let binding = objects
+            .iter()
+            .find(|o| o["kind"] == "APIServiceBinding")
+            .unwrap();
+        assert_eq!(binding["metadata"]["name"], "postgresql");
+        assert_eq!(binding["spec"]["permissionClaims"][0]["state"], "Accepted");
+        assert_eq!(
+            binding["spec"]["kubeconfigSecretRef"]["name"],
+            "bindery-provider-postgresql"
+        );
+        let secret = objects.iter().find(|o| o["kind"] == "Secret").unwrap();
+        assert!(
+            secret["stringData"]["kubeconfig"]
+                .as_str()
+                .unwrap()
+                .contains("https://127.0.0.1:8443")
+        );
+    }
+
+    #[test]
+    fn the_account_may_review_and_read_its_bindings_and_nothing_wider() {
+        let account = account();
+        let role = account.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
+        for rule in role["rules"].as_array().unwrap() {
+            let verbs = rule["verbs"].as_array().unwrap();
+            assert!(
+                !verbs
+                    .iter()
+                    .any(|v| v == "*" || v == "create" || v == "delete"),
+                "{rule}"
+            );
+            assert!(
+                !rule["resources"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|r| r == "*")
+            );
+        }
+        let namespaces = &role["rules"][2];
+        assert_eq!(namespaces["resourceNames"], json!(["kube-system"]));
+        let delegator = account
+            .iter()
+            .find(|o| o["metadata"]["name"] == AUTH_DELEGATOR_BINDING)
+            .unwrap();
+        assert_eq!(delegator["roleRef"]["name"], "system:auth-delegator");
+        assert!(
+            account
+                .iter()
+                .all(|o| o["metadata"]["labels"][MANAGED_BY.0] == MANAGED_BY.1)
+        );
+    }
+}

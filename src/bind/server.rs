@@ -1,0 +1,576 @@
+//! bindery's `/bind` endpoints: the templates a binder may bind, binding one
+//! for an app cluster (cluster namespace, `app-cluster` registration and
+//! APIServiceExportRequest in the provider), where a bind stands, unbinding,
+//! and the browser sessions of the interactive bind with their page.
+
+use super::binder::{self, Binder};
+use super::offers::offer;
+use super::page;
+use super::sessions::Sessions;
+use super::wire::{
+    BindRequest, BindingState, GroupVersion, Offers, Progress, Registration, SessionCreated,
+    UnbindRequest,
+};
+use crate::api::keys::{AUTHOR_ANNOTATION, IDENTITY_ANNOTATION};
+use crate::api::{
+    APIServiceExport, APIServiceExportRequest, APIServiceExportTemplate, BoundSchema,
+};
+use crate::app_cluster;
+use crate::controllers::naming::cluster_namespace;
+use crate::proxy::{error, full};
+use crate::status::ApiError;
+use crate::upstream::BoxBody;
+use bytes::Bytes;
+use http::{Method, Response};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// The field manager of what binding writes in the provider.
+const FIELD_MANAGER: &str = "bindery-bind";
+
+/// Serves `/bind`.
+pub struct BindService {
+    pub provider: kube::Client,
+    /// Cluster namespaces are `<prefix><consumer>`.
+    pub prefix: String,
+    /// PEM of the CA of bindery's serving certificate, for APIService caBundles.
+    pub serving_ca: String,
+    pub sessions: Sessions,
+}
+
+type Reply = Result<Response<BoxBody>, ApiError>;
+
+impl BindService {
+    /// Answers a request for `/bind/<segments>`.
+    pub async fn serve(
+        &self,
+        method: &Method,
+        headers: &http::HeaderMap,
+        segments: &[String],
+        body: Bytes,
+    ) -> Response<BoxBody> {
+        let path: Vec<&str> = segments.iter().map(String::as_str).collect();
+        let reply = match (method, path.as_slice()) {
+            (&Method::GET, ["templates"]) => self.templates(headers).await,
+            (&Method::POST, ["bindings"]) => self.bind(headers, &body).await,
+            (&Method::GET, ["bindings", consumer, export]) => {
+                self.binding_state(headers, consumer, export).await
+            }
+            (&Method::DELETE, ["bindings", consumer, export]) => {
+                self.unbind(headers, consumer, export, &body).await
+            }
+            (&Method::POST, ["sessions"]) => self.open_session(headers).await,
+            (&Method::GET, ["sessions", id]) => Ok(self.session_page(id).await),
+            (&Method::POST, ["sessions", id, "choice"]) => Ok(self.choose(id, &body).await),
+            (&Method::GET, ["sessions", id, "state"]) => self.session_state(id),
+            (&Method::POST, ["sessions", id, "progress"]) => {
+                self.progress(headers, id, &body).await
+            }
+            (_, ["templates" | "bindings" | "sessions", ..]) => Err(ApiError {
+                code: 405,
+                reason: "MethodNotAllowed",
+                message: format!("{method} is not supported here"),
+                details: None,
+                plain_text: false,
+            }),
+            _ => Err(ApiError::page_not_found()),
+        };
+        reply.unwrap_or_else(|e| error(&e))
+    }
+
+    async fn binder(&self, headers: &http::HeaderMap) -> Result<Binder, ApiError> {
+        binder::authenticate(&self.provider, headers)
+            .await?
+            .ok_or_else(ApiError::unauthorized)
+    }
+
+    /// The offers of every template `binder` may bind.
+    async fn offers(&self, binder: &Binder) -> Result<Offers, ApiError> {
+        let templates = Api::<APIServiceExportTemplate>::all(self.provider.clone())
+            .list(&ListParams::default())
+            .await
+            .map_err(internal)?;
+        let crds = Api::<CustomResourceDefinition>::all(self.provider.clone())
+            .list(&ListParams::default())
+            .await
+            .map_err(internal)?
+            .items
+            .into_iter()
+            .map(|crd| (crd.name_any(), crd))
+            .collect::<BTreeMap<_, _>>();
+        let mut offers = Vec::new();
+        for template in &templates.items {
+            if binder::may_bind(&self.provider, binder, &template.name_any()).await? {
+                offers.push(offer(template, &crds));
+            }
+        }
+        Ok(Offers { offers })
+    }
+
+    async fn templates(&self, headers: &http::HeaderMap) -> Reply {
+        let binder = self.binder(headers).await?;
+        Ok(json_reply(200, &self.offers(&binder).await?))
+    }
+
+    async fn bind(&self, headers: &http::HeaderMap, body: &[u8]) -> Reply {
+        let binder = self.binder(headers).await?;
+        let request: BindRequest = decode(body)?;
+        if request.template.is_empty() || request.identity.is_empty() {
+            return Err(ApiError::bad_request("template and identity are required"));
+        }
+        if request.identity.len() > 253 || request.identity.chars().any(char::is_control) {
+            return Err(ApiError::bad_request(
+                "identity is not a kube-system namespace UID",
+            ));
+        }
+        self.check_may_bind(&binder, &request.template).await?;
+        Api::<APIServiceExportTemplate>::all(self.provider.clone())
+            .get_opt(&request.template)
+            .await
+            .map_err(internal)?
+            .ok_or_else(|| {
+                ApiError::object_not_found(
+                    binder::TEMPLATE_GROUP,
+                    binder::TEMPLATE_RESOURCE,
+                    &request.template,
+                )
+            })?;
+        if let Some(registration) = &request.registration {
+            super::kubeconfig_check::check(&registration.kubeconfig)
+                .map_err(|e| ApiError::bad_request(format!("registration kubeconfig: {e}")))?;
+            prove_identity(&registration.kubeconfig, &request.identity).await?;
+        }
+        let namespace = cluster_namespace(&self.prefix, &request.identity);
+        self.claim_cluster_namespace(&namespace, &request.identity, &binder)
+            .await?;
+        if let Some(registration) = &request.registration {
+            self.register(&namespace, registration).await?;
+        }
+        let export_request = json!({
+            "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExportRequest",
+            "metadata": {
+                "name": request.template,
+                "namespace": namespace,
+                "annotations": {
+                    IDENTITY_ANNOTATION: request.identity,
+                    AUTHOR_ANNOTATION: binder.name,
+                },
+            },
+            "spec": {"templateRef": {"name": request.template}},
+        });
+        Api::<APIServiceExportRequest>::namespaced(self.provider.clone(), &namespace)
+            .patch(&request.template, &apply(), &Patch::Apply(export_request))
+            .await
+            .map_err(internal)?;
+        tracing::info!(binder = %binder.name, template = %request.template, %namespace, "bind requested");
+        if let Some(session) = &request.session {
+            self.sessions.update(session, Instant::now(), |s| {
+                s.steps.push(format!(
+                    "Requested {} for your cluster; waiting for the provider",
+                    request.template
+                ));
+            });
+        }
+        let consumer = namespace
+            .strip_prefix(&self.prefix)
+            .unwrap_or(&namespace)
+            .to_string();
+        Ok(json_reply(
+            201,
+            &self.state_of(&consumer, &request.template).await?,
+        ))
+    }
+
+    async fn check_may_bind(&self, binder: &Binder, template: &str) -> Result<(), ApiError> {
+        if binder::may_bind(&self.provider, binder, template).await? {
+            Ok(())
+        } else {
+            Err(binder::forbidden(binder, template))
+        }
+    }
+
+    /// Makes the consumer's cluster namespace, refusing one that another
+    /// identity holds.
+    async fn claim_cluster_namespace(
+        &self,
+        namespace: &str,
+        identity: &str,
+        binder: &Binder,
+    ) -> Result<(), ApiError> {
+        let namespaces = Api::<Namespace>::all(self.provider.clone());
+        if let Some(existing) = namespaces.get_opt(namespace).await.map_err(internal)? {
+            if existing
+                .annotations()
+                .get(IDENTITY_ANNOTATION)
+                .is_some_and(|recorded| recorded != identity)
+            {
+                return Err(ApiError {
+                    code: 409,
+                    reason: "Conflict",
+                    message: format!(
+                        "cluster namespace {namespace} belongs to another app cluster identity"
+                    ),
+                    details: None,
+                    plain_text: false,
+                });
+            }
+            return Ok(());
+        }
+        let object = json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": namespace, "annotations": {
+                IDENTITY_ANNOTATION: identity,
+                AUTHOR_ANNOTATION: binder.name,
+            }},
+        });
+        namespaces
+            .patch(namespace, &apply(), &Patch::Apply(object))
+            .await
+            .map_err(internal)?;
+        Ok(())
+    }
+
+    /// Writes the `app-cluster` Secret (see `crate::app_cluster`).
+    async fn register(&self, namespace: &str, registration: &Registration) -> Result<(), ApiError> {
+        let mut data = BTreeMap::from([
+            (app_cluster::KUBECONFIG_KEY, registration.kubeconfig.clone()),
+            (
+                app_cluster::REQUESTHEADER_CA_KEY,
+                registration.requestheader_client_ca.clone(),
+            ),
+            (
+                app_cluster::ALLOWED_NAMES_KEY,
+                registration.requestheader_allowed_names.join(","),
+            ),
+        ]);
+        if let (Some(issuer), Some(jwks)) = (
+            &registration.service_account_issuer,
+            &registration.service_account_jwks,
+        ) {
+            data.insert(app_cluster::TOKEN_ISSUER_KEY, issuer.clone());
+            data.insert(app_cluster::TOKEN_KEYS_KEY, jwks.clone());
+        }
+        let secret = json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": app_cluster::SECRET_NAME, "namespace": namespace},
+            "type": "Opaque",
+            "stringData": data,
+        });
+        Api::<Secret>::namespaced(self.provider.clone(), namespace)
+            .patch(app_cluster::SECRET_NAME, &apply(), &Patch::Apply(secret))
+            .await
+            .map_err(internal)?;
+        Ok(())
+    }
+
+    async fn binding_state(
+        &self,
+        headers: &http::HeaderMap,
+        consumer: &str,
+        export: &str,
+    ) -> Reply {
+        let binder = self.binder(headers).await?;
+        self.check_may_bind(&binder, export).await?;
+        Ok(json_reply(200, &self.state_of(consumer, export).await?))
+    }
+
+    /// Where the bind of `export` for `consumer` stands.
+    async fn state_of(&self, consumer: &str, export: &str) -> Result<BindingState, ApiError> {
+        let namespace = format!("{}{consumer}", self.prefix);
+        let request = Api::<APIServiceExportRequest>::namespaced(self.provider.clone(), &namespace)
+            .get_opt(export)
+            .await
+            .map_err(internal)?
+            .ok_or_else(|| {
+                ApiError::object_not_found("kube-bind.io", "apiserviceexportrequests", export)
+            })?;
+        let status = request.status.clone().unwrap_or_default();
+        let phase = status
+            .phase
+            .map(|p| format!("{p:?}"))
+            .unwrap_or_else(|| "Pending".into());
+        let mut state = BindingState {
+            consumer: consumer.to_string(),
+            cluster_namespace: namespace.clone(),
+            export: export.to_string(),
+            phase,
+            message: status.terminal_message.unwrap_or_default(),
+            serving_ca: self.serving_ca.clone(),
+            ..Default::default()
+        };
+        if state.phase != "Succeeded" {
+            return Ok(state);
+        }
+        let Some(found) = Api::<APIServiceExport>::namespaced(self.provider.clone(), &namespace)
+            .get_opt(export)
+            .await
+            .map_err(internal)?
+        else {
+            state.phase = "Pending".into();
+            state.message = "the export is being made".into();
+            return Ok(state);
+        };
+        state.claims = found.spec.permission_claims.clone();
+        let schemas = Api::<BoundSchema>::namespaced(self.provider.clone(), &namespace);
+        for resource in &found.spec.resources {
+            let name = resource.group_resource().to_string();
+            let Some(schema) = schemas.get_opt(&name).await.map_err(internal)? else {
+                continue;
+            };
+            let mut versions: Vec<String> = schema
+                .spec
+                .versions
+                .iter()
+                .filter(|v| v.served)
+                .map(|v| v.name.clone())
+                .collect();
+            crate::discovery::version::sort_by_priority(&mut versions);
+            for version in versions {
+                let gv = GroupVersion {
+                    group: schema.spec.group.clone(),
+                    version,
+                };
+                if !state.group_versions.contains(&gv) {
+                    state.group_versions.push(gv);
+                }
+            }
+        }
+        Ok(state)
+    }
+
+    async fn unbind(
+        &self,
+        headers: &http::HeaderMap,
+        consumer: &str,
+        export: &str,
+        body: &[u8],
+    ) -> Reply {
+        let binder = self.binder(headers).await?;
+        self.check_may_bind(&binder, export).await?;
+        let proof: UnbindRequest = decode(body)?;
+        let namespace = cluster_namespace(&self.prefix, &proof.identity);
+        if namespace != format!("{}{consumer}", self.prefix) {
+            return Err(ApiError::bad_request(format!(
+                "identity {} is not consumer {consumer}",
+                proof.identity
+            )));
+        }
+        super::kubeconfig_check::check(&proof.kubeconfig)
+            .map_err(|e| ApiError::bad_request(format!("kubeconfig: {e}")))?;
+        prove_identity(&proof.kubeconfig, &proof.identity).await?;
+        let requests =
+            Api::<APIServiceExportRequest>::namespaced(self.provider.clone(), &namespace);
+        let exports = Api::<APIServiceExport>::namespaced(self.provider.clone(), &namespace);
+        let gone = |r: kube::Result<_>| match r {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(internal(e)),
+        };
+        gone(
+            requests
+                .delete(export, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+        )?;
+        gone(
+            exports
+                .delete(export, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+        )?;
+        // The registration goes with the last export.
+        let others = exports
+            .list(&ListParams::default())
+            .await
+            .map_err(internal)?
+            .items
+            .into_iter()
+            .filter(|e| e.name_any() != export && e.metadata.deletion_timestamp.is_none())
+            .count();
+        if others == 0 {
+            gone(
+                Api::<Secret>::namespaced(self.provider.clone(), &namespace)
+                    .delete(app_cluster::SECRET_NAME, &DeleteParams::default())
+                    .await
+                    .map(|_| ()),
+            )?;
+        }
+        tracing::info!(binder = %binder.name, %export, %namespace, "unbound");
+        Ok(json_reply(
+            200,
+            &json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+        ))
+    }
+
+    async fn open_session(&self, headers: &http::HeaderMap) -> Reply {
+        let binder = self.binder(headers).await?;
+        let id = self
+            .sessions
+            .open(binder, Instant::now())
+            .ok_or_else(|| ApiError::unavailable("too many bind sessions are open"))?;
+        Ok(json_reply(
+            201,
+            &SessionCreated {
+                path: format!("/bind/sessions/{id}"),
+                id,
+            },
+        ))
+    }
+
+    async fn session_page(&self, id: &str) -> Response<BoxBody> {
+        let Some(session) = self.sessions.get(id, Instant::now()) else {
+            return html(404, page::problem(EXPIRED));
+        };
+        if session.state.template.is_some() {
+            return html(
+                200,
+                page::render(id, &session.binder.name, &[], &session.state),
+            );
+        }
+        match self.offers(&session.binder).await {
+            Ok(offers) => html(
+                200,
+                page::render(id, &session.binder.name, &offers.offers, &session.state),
+            ),
+            Err(e) => html(e.code, page::problem(&e.message)),
+        }
+    }
+
+    async fn choose(&self, id: &str, body: &[u8]) -> Response<BoxBody> {
+        let now = Instant::now();
+        let Some(session) = self.sessions.get(id, now) else {
+            return html(404, page::problem(EXPIRED));
+        };
+        let Some(template) = form_urlencoded::parse(body)
+            .find(|(k, _)| k == "template")
+            .map(|(_, v)| v.into_owned())
+        else {
+            return html(400, page::problem("No template was picked."));
+        };
+        match binder::may_bind(&self.provider, &session.binder, &template).await {
+            Ok(true) => {}
+            Ok(false) => {
+                return html(
+                    403,
+                    page::problem(&binder::forbidden(&session.binder, &template).message),
+                );
+            }
+            Err(e) => return html(e.code, page::problem(&e.message)),
+        }
+        self.sessions.update(id, now, |state| {
+            if state.template.is_none() {
+                state.template = Some(template.clone());
+                state.steps.push(format!("You picked {template}"));
+            }
+        });
+        let mut response = full(303, "text/plain; charset=utf-8", "");
+        if let Ok(location) = http::HeaderValue::from_str(&format!("/bind/sessions/{id}")) {
+            response
+                .headers_mut()
+                .insert(http::header::LOCATION, location);
+        }
+        response
+    }
+
+    fn session_state(&self, id: &str) -> Reply {
+        let session = self
+            .sessions
+            .get(id, Instant::now())
+            .ok_or_else(|| ApiError::object_not_found("", "bind sessions", id))?;
+        Ok(json_reply(200, &session.state))
+    }
+
+    async fn progress(&self, headers: &http::HeaderMap, id: &str, body: &[u8]) -> Reply {
+        let binder = self.binder(headers).await?;
+        let progress: Progress = decode(body)?;
+        let now = Instant::now();
+        let session = self
+            .sessions
+            .get(id, now)
+            .ok_or_else(|| ApiError::object_not_found("", "bind sessions", id))?;
+        if session.binder.name != binder.name {
+            return Err(ApiError::forbidden(
+                "",
+                "bind sessions",
+                Some(id),
+                "the session is another binder's",
+            ));
+        }
+        self.sessions.update(id, now, |state| {
+            state.steps.extend(progress.step);
+            state.done |= progress.done;
+            if progress.error.is_some() {
+                state.error = progress.error;
+            }
+        });
+        Ok(json_reply(
+            200,
+            &self.sessions.get(id, now).map(|s| s.state),
+        ))
+    }
+}
+
+const EXPIRED: &str =
+    "This bind session is unknown or has expired. Run bindery bind again for a new one.";
+
+/// Proves that `kubeconfig` reaches the app cluster `identity` names (its
+/// kube-system namespace has that UID), so that nobody registers an app
+/// cluster for another's identity. A new account's token and RBAC may take a
+/// moment to work, so failures are retried briefly.
+async fn prove_identity(kubeconfig: &str, identity: &str) -> Result<(), ApiError> {
+    let client = app_cluster::client_from_kubeconfig(kubeconfig)
+        .await
+        .map_err(|e| ApiError::bad_request(format!("registration kubeconfig: {e}")))?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let outcome = Api::<Namespace>::all(client.clone())
+            .get("kube-system")
+            .await;
+        let error = match outcome {
+            Ok(ns) if ns.metadata.uid.as_deref() == Some(identity) => return Ok(()),
+            Ok(ns) => {
+                return Err(ApiError::bad_request(format!(
+                    "the kubeconfig reaches an app cluster whose kube-system UID is {}, not {identity}",
+                    ns.metadata.uid.unwrap_or_default()
+                )));
+            }
+            Err(e) => e,
+        };
+        if Instant::now() > deadline {
+            return Err(ApiError::bad_request(format!(
+                "the registration kubeconfig cannot read namespace kube-system in the app cluster: {error}"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+fn apply() -> PatchParams {
+    PatchParams::apply(FIELD_MANAGER).force()
+}
+
+fn internal(error: kube::Error) -> ApiError {
+    ApiError::internal(error.to_string())
+}
+
+fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("the body: {e}")))
+}
+
+fn json_reply(status: u16, value: &impl serde::Serialize) -> Response<BoxBody> {
+    full(
+        status,
+        "application/json",
+        serde_json::to_vec(value).expect("JSON serializes"),
+    )
+}
+
+fn html(status: u16, page: String) -> Response<BoxBody> {
+    full(status, "text/html; charset=utf-8", page)
+}

@@ -7,6 +7,7 @@ mod authz;
 mod availability;
 mod bind;
 mod bindery;
+mod browser;
 mod controllers;
 mod deletion;
 mod export_status;

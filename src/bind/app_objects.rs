@@ -3,8 +3,9 @@
 //! namespace, the APIServiceBinding CRD, and a ServiceAccount whose token
 //! lets bindery ask SubjectAccessReviews and TokenReviews
 //! (`system:auth-delegator`), read its APIServiceBindings and write their
-//! status, and read namespace `kube-system` (to prove the cluster's
-//! identity), nothing wider. The binding part is per export: the Service
+//! status, read namespace `kube-system` (to prove the cluster's identity)
+//! and read APIServices (whose availability its bindings report), nothing
+//! wider. The binding part is per export: the Service
 //! `bindery-<consumer>` that the aggregator reaches bindery by (an
 //! ExternalName), one APIService per bound group/version with bindery's
 //! serving CA, a Secret saying where the provider is, and the
@@ -79,6 +80,8 @@ pub fn account() -> Vec<Value> {
                     "verbs": ["get", "update", "patch"]},
                 {"apiGroups": [""], "resources": ["namespaces"],
                     "resourceNames": ["kube-system"], "verbs": ["get"]},
+                {"apiGroups": ["apiregistration.k8s.io"], "resources": ["apiservices"],
+                    "verbs": ["get", "list"]},
             ],
         }),
         cluster_role_binding(ROLE, ROLE),

@@ -514,11 +514,24 @@ async fn apply(app: &kube::Client, object: &Value) -> Result<()> {
     Ok(())
 }
 
-/// Creates `object` unless one of its name exists (kept as it is then).
+/// Creates `object` unless one of its name exists (kept as it is then). One
+/// being deleted (a namespace or CRD an unbind just removed) is waited for.
 async fn create_if_missing(app: &kube::Client, object: &Value) -> Result<()> {
     let (resource, namespace, name) = locate(object)?;
     let api = dynamic(app, &resource, namespace.as_deref());
-    if api.get_opt(&name).await?.is_none() {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let existing = loop {
+        match api.get_opt(&name).await? {
+            Some(found) if found.metadata.deletion_timestamp.is_some() => {
+                if Instant::now() > deadline {
+                    bail!("{} {name} is still being deleted", object["kind"]);
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            other => break other,
+        }
+    };
+    if existing.is_none() {
         let typed: DynamicObject = serde_json::from_value(object.clone())?;
         api.create(&Default::default(), &typed)
             .await

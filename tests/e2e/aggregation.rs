@@ -22,6 +22,39 @@ fn kubectl_against_the_app_cluster_uses_the_bound_api_under_its_rbac() {
         &bindery_cli("bind", &token, &["--template", "postgresql"]),
     );
 
+    // The binding's status comes from the export, and its SchemaInSync from
+    // the APIServices, which the export reads back as ConsumerInSync.
+    let condition = |cluster: &crate::fixture::Cluster, args: &[&str], type_: &str| {
+        let mut all = args.to_vec();
+        let path = format!("jsonpath={{.status.conditions[?(@.type==\"{type_}\")].reason}}");
+        all.extend(["-o", &path]);
+        cluster.kubectl(&all)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let binding = ["get", "apiservicebinding", "postgresql"];
+        let export = [
+            "-n",
+            &cluster_namespace,
+            "get",
+            "apiserviceexport",
+            "postgresql",
+        ];
+        let seen = (
+            condition(app, &binding, "SchemaInSync"),
+            condition(app, &binding, "Ready"),
+            condition(&clusters().provider, &export, "ConsumerInSync"),
+        );
+        if seen.0 == "APIServicesAvailable" && seen.2 == "SchemaInSync" && !seen.1.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "binding SchemaInSync/Ready and export ConsumerInSync: {seen:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+
     // The admin of the app cluster: create, list, explain, the other version.
     app.kubectl_with_stdin(
         &["-n", "default", "apply", "-f", "-"],

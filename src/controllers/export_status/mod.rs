@@ -5,6 +5,7 @@
 //! exports, BoundSchemas, CRDs, `app-cluster` Secrets and the app clusters'
 //! bindings.
 
+pub mod binding_report;
 pub mod flow;
 
 use super::app_clusters::{self, Access, BindingChanged};
@@ -115,6 +116,7 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
     let namespace = export.namespace().unwrap_or_default();
     let binding = binding(&context, &namespace, &export.name_any()).await?;
     let unreachable = matches!(binding, Binding::Unreachable(_));
+    let bound = matches!(binding, Binding::Present { .. });
     let current = export
         .status
         .as_ref()
@@ -202,6 +204,12 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
             )
             .await?;
     }
+    if bound
+        && let Err(error) =
+            report_to_binding(&context, &namespace, &export, &outcome.conditions).await
+    {
+        tracing::debug!(%error, export = %export.name_any(), "writing the binding's status");
+    }
     // Unreachable app clusters are asked again soon; otherwise the watches
     // trigger, and the requeue is only a backstop.
     Ok(Action::requeue(if unreachable {
@@ -209,6 +217,108 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
     } else {
         Duration::from_secs(120)
     }))
+}
+
+/// Writes the export's side of the app cluster's APIServiceBinding status
+/// (see [`binding_report`]) when it changed.
+async fn report_to_binding(
+    context: &Context,
+    namespace: &str,
+    export: &APIServiceExport,
+    export_conditions: &[Condition],
+) -> kube::Result<()> {
+    let Access::Client(app) = context
+        .app_clusters
+        .access(&context.client, namespace)
+        .await?
+    else {
+        return Ok(());
+    };
+    let bindings = Api::<APIServiceBinding>::all(app.clone());
+    let Some(binding) = bindings.get_opt(&export.name_any()).await? else {
+        return Ok(());
+    };
+    let api_services = bound_api_services(&app, &export.name_any()).await?;
+    let status = binding.status.clone().unwrap_or_default();
+    let conditions = binding_report::binding_conditions(
+        &status.conditions,
+        export_conditions,
+        &api_services,
+        binding.metadata.generation,
+    );
+    let bound_schemas: Vec<_> = export
+        .spec
+        .resources
+        .iter()
+        .map(|r| r.group_resource())
+        .collect();
+    let claims: Vec<_> = binding
+        .spec
+        .permission_claims
+        .iter()
+        .filter(|c| c.is_accepted())
+        .map(|c| c.claim())
+        .collect();
+    let pretty = Some(context.provider_pretty_name.clone());
+    if binding_report::same(&conditions, &status.conditions)
+        && status.bound_schemas == bound_schemas
+        && status.permission_claims == claims
+        && status.provider_pretty_name == pretty
+    {
+        return Ok(());
+    }
+    bindings
+        .patch_status(
+            &binding.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({
+                "metadata": {"resourceVersion": binding.resource_version()},
+                "status": {
+                    "providerPrettyName": pretty,
+                    "boundSchemas": bound_schemas,
+                    "permissionClaims": claims,
+                    "conditions": conditions,
+                },
+            })),
+        )
+        .await?;
+    Ok(())
+}
+
+/// The APIServices `bindery bind` registered for binding `name`, as the app
+/// cluster's aggregator reports them.
+async fn bound_api_services(
+    app: &kube::Client,
+    name: &str,
+) -> kube::Result<Vec<binding_report::ApiServiceSeen>> {
+    use kube::api::{ApiResource, DynamicObject, ListParams};
+    let resource = ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"),
+        "apiservices",
+    );
+    let selector = format!("{}={name}", crate::bind::app_objects::BINDING_LABEL);
+    let listed = Api::<DynamicObject>::all_with(app.clone(), &resource)
+        .list(&ListParams::default().labels(&selector))
+        .await?;
+    Ok(listed
+        .items
+        .iter()
+        .map(|service| {
+            let available = service.data["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|c| c["type"] == "Available");
+            binding_report::ApiServiceSeen {
+                name: service.name_any(),
+                available: available.is_some_and(|c| c["status"] == "True"),
+                message: available
+                    .and_then(|c| c["message"].as_str())
+                    .unwrap_or("no Available condition yet")
+                    .to_string(),
+            }
+        })
+        .collect())
 }
 
 /// The consumer's binding of `export`, as far as its app cluster tells.

@@ -128,6 +128,31 @@ pub fn provider_secret_name(export: &str) -> String {
     format!("bindery-provider-{export}")
 }
 
+/// The API resource of APIServices.
+pub fn api_service_resource() -> kube::api::ApiResource {
+    kube::api::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"),
+        "apiservices",
+    )
+}
+
+/// An APIService's Available condition, from the object's `data` (its
+/// status): whether it is True, and its message.
+pub fn availability(data: &Value) -> (bool, String) {
+    let available = data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Available");
+    (
+        available.is_some_and(|c| c["status"] == "True"),
+        available
+            .and_then(|c| c["message"].as_str())
+            .unwrap_or("no Available condition yet")
+            .to_string(),
+    )
+}
+
 /// The binding's objects, in the order to apply them.
 pub fn binding(inputs: &BindingInputs) -> Vec<Value> {
     let labels = binding_labels(inputs.export);
@@ -265,6 +290,18 @@ mod tests {
                 .as_str()
                 .unwrap()
                 .contains("https://127.0.0.1:8443")
+        );
+    }
+
+    #[test]
+    fn availability_reads_the_available_condition() {
+        let up = json!({"status": {"conditions": [{"type": "Available", "status": "True", "message": "all checks passed"}]}});
+        assert_eq!(availability(&up), (true, "all checks passed".into()));
+        let down = json!({"status": {"conditions": [{"type": "Available", "status": "False", "message": "FailedDiscoveryCheck"}]}});
+        assert_eq!(availability(&down), (false, "FailedDiscoveryCheck".into()));
+        assert_eq!(
+            availability(&json!({})),
+            (false, "no Available condition yet".into())
         );
     }
 

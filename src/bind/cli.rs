@@ -553,12 +553,10 @@ fn dynamic(
 
 /// The API resource, namespace and name of `object`.
 fn locate(object: &Value) -> Result<(ApiResource, Option<String>, String)> {
-    let api_version = object["apiVersion"].as_str().unwrap_or_default();
-    let kind = object["kind"].as_str().unwrap_or_default();
-    let plural = plural_of(kind).ok_or_else(|| anyhow!("bind does not write {kind}"))?;
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let resource =
-        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+    let resource = resource_of(
+        object["apiVersion"].as_str().unwrap_or_default(),
+        object["kind"].as_str().unwrap_or_default(),
+    )?;
     Ok((
         resource,
         object["metadata"]["namespace"].as_str().map(str::to_string),
@@ -566,6 +564,16 @@ fn locate(object: &Value) -> Result<(ApiResource, Option<String>, String)> {
             .as_str()
             .unwrap_or_default()
             .to_string(),
+    ))
+}
+
+/// The API resource of a kind bind writes.
+fn resource_of(api_version: &str, kind: &str) -> Result<ApiResource> {
+    let plural = plural_of(kind).ok_or_else(|| anyhow!("bind does not write {kind}"))?;
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    Ok(ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(group, version, kind),
+        plural,
     ))
 }
 
@@ -586,30 +594,16 @@ fn plural_of(kind: &str) -> Option<&'static str> {
 
 /// Waits until the aggregator reports every APIService Available.
 async fn wait_available(app: &kube::Client, names: &[String], timeout: Duration) -> Result<()> {
-    let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"),
-        "apiservices",
-    );
-    let api: Api<DynamicObject> = Api::all_with(app.clone(), &resource);
+    let api: Api<DynamicObject> = Api::all_with(app.clone(), &app_objects::api_service_resource());
     let deadline = Instant::now() + timeout;
     for name in names {
         loop {
-            let service = api.get(name).await?;
-            let available = service.data["status"]["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|c| c["type"] == "Available");
-            if available.is_some_and(|c| c["status"] == "True") {
+            let (available, message) = app_objects::availability(&api.get(name).await?.data);
+            if available {
                 break;
             }
             if Instant::now() > deadline {
-                bail!(
-                    "APIService {name} is not Available: {}",
-                    available
-                        .map(|c| c["message"].to_string())
-                        .unwrap_or_default()
-                );
+                bail!("APIService {name} is not Available: {message}");
             }
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
@@ -698,9 +692,7 @@ async fn delete_labelled(app: &kube::Client, labels: &str) -> Result<()> {
         ("apiextensions.k8s.io/v1", "CustomResourceDefinition", false),
     ];
     for (api_version, kind, namespaced) in kinds {
-        let probe =
-            serde_json::json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": ""}});
-        let (resource, _, _) = locate(&probe)?;
+        let resource = resource_of(api_version, kind)?;
         let api = if namespaced {
             dynamic(app, &resource, Some(app_objects::NAMESPACE))
         } else {

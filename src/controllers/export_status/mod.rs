@@ -114,9 +114,8 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
     }
     let client = &context.client;
     let namespace = export.namespace().unwrap_or_default();
-    let binding = binding(&context, &namespace, &export.name_any()).await?;
+    let (binding, bound) = binding(&context, &namespace, &export.name_any()).await?;
     let unreachable = matches!(binding, Binding::Unreachable(_));
-    let bound = matches!(binding, Binding::Present { .. });
     let current = export
         .status
         .as_ref()
@@ -204,9 +203,9 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
             )
             .await?;
     }
-    if bound
+    if let Some((app, binding)) = bound
         && let Err(error) =
-            report_to_binding(&context, &namespace, &export, &outcome.conditions).await
+            report_to_binding(&context, &app, &binding, &export, &outcome.conditions).await
     {
         tracing::debug!(%error, export = %export.name_any(), "writing the binding's status");
     }
@@ -223,22 +222,12 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
 /// (see [`binding_report`]) when it changed.
 async fn report_to_binding(
     context: &Context,
-    namespace: &str,
+    app: &kube::Client,
+    binding: &APIServiceBinding,
     export: &APIServiceExport,
     export_conditions: &[Condition],
 ) -> kube::Result<()> {
-    let Access::Client(app) = context
-        .app_clusters
-        .access(&context.client, namespace)
-        .await?
-    else {
-        return Ok(());
-    };
-    let bindings = Api::<APIServiceBinding>::all(app.clone());
-    let Some(binding) = bindings.get_opt(&export.name_any()).await? else {
-        return Ok(());
-    };
-    let api_services = bound_api_services(&app, &export.name_any()).await?;
+    let api_services = bound_api_services(app, &export.name_any()).await?;
     let status = binding.status.clone().unwrap_or_default();
     let conditions = binding_report::binding_conditions(
         &status.conditions,
@@ -267,7 +256,7 @@ async fn report_to_binding(
     {
         return Ok(());
     }
-    bindings
+    Api::<APIServiceBinding>::all(app.clone())
         .patch_status(
             &binding.name_any(),
             &PatchParams::default(),
@@ -291,60 +280,56 @@ async fn bound_api_services(
     app: &kube::Client,
     name: &str,
 ) -> kube::Result<Vec<binding_report::ApiServiceSeen>> {
-    use kube::api::{ApiResource, DynamicObject, ListParams};
-    let resource = ApiResource::from_gvk_with_plural(
-        &kube::core::GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"),
-        "apiservices",
-    );
-    let selector = format!("{}={name}", crate::bind::app_objects::BINDING_LABEL);
-    let listed = Api::<DynamicObject>::all_with(app.clone(), &resource)
-        .list(&ListParams::default().labels(&selector))
+    use crate::bind::app_objects::{BINDING_LABEL, api_service_resource, availability};
+    use kube::api::{DynamicObject, ListParams};
+    let listed = Api::<DynamicObject>::all_with(app.clone(), &api_service_resource())
+        .list(&ListParams::default().labels(&format!("{BINDING_LABEL}={name}")))
         .await?;
     Ok(listed
         .items
         .iter()
         .map(|service| {
-            let available = service.data["status"]["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|c| c["type"] == "Available");
+            let (available, message) = availability(&service.data);
             binding_report::ApiServiceSeen {
                 name: service.name_any(),
-                available: available.is_some_and(|c| c["status"] == "True"),
-                message: available
-                    .and_then(|c| c["message"].as_str())
-                    .unwrap_or("no Available condition yet")
-                    .to_string(),
+                available,
+                message,
             }
         })
         .collect())
 }
 
-/// The consumer's binding of `export`, as far as its app cluster tells.
-async fn binding(context: &Context, namespace: &str, export: &str) -> kube::Result<Binding> {
+/// The consumer's binding of `export`, as far as its app cluster tells; when
+/// present, also the app cluster's client and the binding itself.
+async fn binding(
+    context: &Context,
+    namespace: &str,
+    export: &str,
+) -> kube::Result<(Binding, Option<(kube::Client, APIServiceBinding)>)> {
     let app = match context
         .app_clusters
         .access(&context.client, namespace)
         .await?
     {
-        Access::NotRegistered => return Ok(Binding::NoAppCluster),
-        Access::Invalid(message) => return Ok(Binding::Unreachable(message)),
+        Access::NotRegistered => return Ok((Binding::NoAppCluster, None)),
+        Access::Invalid(message) => return Ok((Binding::Unreachable(message), None)),
         Access::Client(app) => app,
     };
     Ok(
-        match Api::<APIServiceBinding>::all(app).get_opt(export).await {
+        match Api::<APIServiceBinding>::all(app.clone())
+            .get_opt(export)
+            .await
+        {
             Ok(Some(binding)) if binding.metadata.deletion_timestamp.is_none() => {
-                Binding::Present {
-                    schema_in_sync: binding
-                        .status
-                        .as_ref()
-                        .and_then(|s| find(&s.conditions, flow::SCHEMA_IN_SYNC))
-                        .cloned(),
-                }
+                let schema_in_sync = binding
+                    .status
+                    .as_ref()
+                    .and_then(|s| find(&s.conditions, flow::SCHEMA_IN_SYNC))
+                    .cloned();
+                (Binding::Present { schema_in_sync }, Some((app, binding)))
             }
-            Ok(_) => Binding::Absent,
-            Err(error) => Binding::Unreachable(error.to_string()),
+            Ok(_) => (Binding::Absent, None),
+            Err(error) => (Binding::Unreachable(error.to_string()), None),
         },
     )
 }

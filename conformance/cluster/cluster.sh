@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# Starts and stops the two real test clusters, "provider" and "app", on loopback.
+# Starts and stops the real test clusters on loopback: "provider" and "app", and
+# any more that `up --cluster NAME` asks for (the conformance suite adds
+# "reference").
 # Each cluster is its own etcd, kube-apiserver and kube-controller-manager, with
 # real TLS, RBAC, a service-account issuer and a front-proxy CA for aggregation.
 #
-#   cluster.sh up     [--run-dir DIR] [--owner-pid PID]   start (no-op if already up)
+#   cluster.sh up     [--run-dir DIR] [--owner-pid PID] [--cluster NAME]...
+#                                                         start (no-op if already up)
 #   cluster.sh down   [--run-dir DIR]                     stop  (no-op if already down)
-#   cluster.sh status [--run-dir DIR]                     exit 0 iff both clusters are ready
+#   cluster.sh status [--run-dir DIR]                     exit 0 iff every cluster is ready
 #   cluster.sh env    [--run-dir DIR]                     print the env file
 #
 # --owner-pid: stop the clusters as soon as that process is gone (tests pass
 #   their own pid, so a killed test run leaves nothing behind).
+# --cluster: the clusters to run (default: provider app); `up` records them in
+#   the run dir, and `down`/`status` act on the recorded ones.
 # Env: BINDERY_BIN   the bindery binary that makes certificates (default: cargo build)
 #      KUBECTL       kubectl to use (default: kubectl.1.33 if present, else kubectl)
 #      BINDERY_CACHE_DIR  where build.sh caches binaries
@@ -18,21 +23,29 @@ set -Eeuo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-clusters=(provider app)
 
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 run_dir=$repo/.run
 owner_pid=
+wanted=()
 while [ $# -gt 0 ]; do
   case $1 in
     --run-dir) run_dir=$2; shift 2 ;;
     --owner-pid) owner_pid=$2; shift 2 ;;
+    --cluster) wanted+=("$2"); shift 2 ;;
     *) echo "cluster.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$run_dir"
 run_dir=$(cd "$run_dir" && pwd)
+[ ${#wanted[@]} -gt 0 ] || wanted=(provider app)
+# The clusters the run dir holds: those the last `up` recorded, else the wanted ones.
+if [ -f "$run_dir/clusters" ]; then
+  read -r -a clusters <"$run_dir/clusters"
+else
+  clusters=("${wanted[@]}")
+fi
 
 kubectl_bin() {
   if [ -n "${KUBECTL:-}" ]; then echo "$KUBECTL"; return; fi
@@ -260,12 +273,14 @@ start_watchdog() { # owner pid
 }
 
 up() {
-  if status; then
+  if [ "${clusters[*]}" = "${wanted[*]}" ] && status; then
     [ -n "$owner_pid" ] && ! alive "$run_dir/watchdog.pid" && start_watchdog "$owner_pid"
     cat "$run_dir/env"
     return 0
   fi
   down
+  clusters=("${wanted[@]}")
+  echo "${clusters[*]}" >"$run_dir/clusters"
   local bins
   bins=$("$here/build.sh")
   eval "$bins"
@@ -274,7 +289,9 @@ up() {
     (cd "$repo" && cargo build --quiet --bin bindery)
     bindery=$repo/target/debug/bindery
   fi
-  "$bindery" certs --out "$run_dir/pki" --cluster provider --cluster app >/dev/null
+  local c certs_args=()
+  for c in "${clusters[@]}"; do certs_args+=(--cluster "$c"); done
+  "$bindery" certs --out "$run_dir/pki" "${certs_args[@]}" >/dev/null
   # From here on, a failure must not leave half a cluster running.
   trap 'down' ERR
   if [ -n "$owner_pid" ]; then start_watchdog "$owner_pid"; fi
@@ -292,5 +309,5 @@ case $cmd in
   down) down ;;
   status) status ;;
   env) cat "$run_dir/env" ;;
-  *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -1,9 +1,14 @@
 //! The differential conformance suite: every case in `conformance/cases/`
 //! runs against the CRD served directly by the real provider kube-apiserver
-//! and through bindery's consumer endpoint; only what must differ is
-//! normalized, and everything else must be identical. Prints
+//! (the reference), through bindery's consumer endpoint, and through the
+//! real aggregation path: the app cluster's kube-apiserver, where
+//! `bindery bind` registered the API. Only what must differ is normalized, and
+//! everything else must be identical to the reference. Prints
 //! `N passed, N failed` and fails when any case differs.
 
+#[allow(dead_code)]
+#[path = "../e2e/binder.rs"]
+mod binder;
 #[allow(dead_code)]
 #[path = "../e2e/bindery.rs"]
 mod bindery;
@@ -19,6 +24,16 @@ use target::{Actor, Target, Vars};
 
 const CRD: &str = "widgets.conformance.bindery.dev";
 const NAMESPACES: &[&str] = &["conf", "conf2"];
+/// The provider's offer of the case CRD, which the app cluster binds.
+const TEMPLATE: &str = "apiVersion: kube-bind.io/v1alpha2
+kind: APIServiceExportTemplate
+metadata: {name: conformance-widgets}
+spec:
+  description: The conformance suite's Widgets.
+  scope: Namespaced
+  resources:
+  - {group: conformance.bindery.dev, resource: widgets}
+";
 
 fn main() {
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
@@ -32,14 +47,20 @@ fn main() {
 async fn run(filter: Option<&str>) -> bool {
     let cases = case::load(&repo_root().join("conformance/cases"))
         .unwrap_or_else(|e| panic!("loading cases: {e}"));
+    fixture::want_reference_cluster();
     let (provider, app) = (&clusters().provider, &clusters().app);
-    // The app cluster serves the same CRD directly: the reference for a
+    let reference = clusters()
+        .reference
+        .as_ref()
+        .expect("the fixture starts the reference cluster when asked");
+    // A separate cluster serves the same CRD directly: the reference for a
     // second consumer, which must be as separate as another cluster.
-    for cluster in [provider, app] {
+    for cluster in [provider, reference] {
         install_crd(cluster);
     }
     let consumer = bindery::bindery().consumer("conformance", CRD, "widgets");
     let other = bindery::bindery().consumer("conformance-other", CRD, "widgets");
+    bind_into_app_cluster();
     let targets = [
         Target {
             name: "direct",
@@ -48,8 +69,8 @@ async fn run(filter: Option<&str>) -> bool {
                 client: provider.client().await,
             },
             other: Actor {
-                kubeconfig: app.kubeconfig.clone(),
-                client: app.client().await,
+                kubeconfig: reference.kubeconfig.clone(),
+                client: reference.client().await,
             },
         },
         Target {
@@ -57,6 +78,17 @@ async fn run(filter: Option<&str>) -> bool {
             main: Actor {
                 kubeconfig: consumer.kubeconfig.clone(),
                 client: consumer.client().await,
+            },
+            other: Actor {
+                kubeconfig: other.kubeconfig.clone(),
+                client: other.client().await,
+            },
+        },
+        Target {
+            name: "aggregated",
+            main: Actor {
+                kubeconfig: app.kubeconfig.clone(),
+                client: app.client().await,
             },
             other: Actor {
                 kubeconfig: other.kubeconfig.clone(),
@@ -73,7 +105,7 @@ async fn run(filter: Option<&str>) -> bool {
         let mut outputs: Vec<Vec<String>> = Vec::new();
         for target in &targets {
             clean(provider);
-            clean(app);
+            clean(reference);
             let mut vars = Vars::new();
             let mut texts = Vec::new();
             for step in &case.steps {
@@ -82,14 +114,18 @@ async fn run(filter: Option<&str>) -> bool {
             }
             outputs.push(texts);
         }
-        let differences: Vec<String> = outputs[0]
-            .iter()
-            .zip(&outputs[1])
-            .enumerate()
-            .filter(|(_, (a, b))| a != b)
-            .map(|(i, (a, b))| {
-                let names = format!("{} vs {}", targets[0].name, targets[1].name);
-                format!("  step {i} differs ({names}):\n{}", diff(a, b))
+        let differences: Vec<String> = (1..targets.len())
+            .flat_map(|t| {
+                let names = format!("{} vs {}", targets[0].name, targets[t].name);
+                outputs[0]
+                    .iter()
+                    .zip(&outputs[t])
+                    .enumerate()
+                    .filter(|(_, (a, b))| a != b)
+                    .map(move |(i, (a, b))| {
+                        format!("  step {i} differs ({names}):\n{}", diff(a, b))
+                    })
+                    .collect::<Vec<_>>()
             })
             .collect();
         if differences.is_empty() {
@@ -101,8 +137,15 @@ async fn run(filter: Option<&str>) -> bool {
         }
     }
     clean(provider);
-    clean(app);
-    println!("\n{passed} passed, {failed} failed");
+    clean(reference);
+    let compared: Vec<String> = targets[1..]
+        .iter()
+        .map(|t| format!("{} vs {}", targets[0].name, t.name))
+        .collect();
+    println!(
+        "\n{passed} passed, {failed} failed ({})",
+        compared.join(", ")
+    );
     failed > 0 || passed == 0
 }
 
@@ -121,6 +164,46 @@ fn install_crd(cluster: &fixture::Cluster) {
     ]);
     for ns in NAMESPACES {
         let _ = cluster.kubectl_output(&["create", "namespace", ns], None);
+    }
+}
+
+/// Binds the case CRD into the app cluster with `bindery bind`, as a binder
+/// holding `bind`, and waits until kubectl there lists Widgets. The app
+/// cluster gets the case namespaces, as the reference has them.
+fn bind_into_app_cluster() {
+    let (provider, app) = (&clusters().provider, &clusters().app);
+    provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(TEMPLATE));
+    for ns in NAMESPACES {
+        let _ = app.kubectl_output(&["create", "namespace", ns], None);
+    }
+    let (_, token) = binder::binder_token(true);
+    binder::succeeded(
+        "bindery bind --template conformance-widgets",
+        &binder::bindery_cli("bind", &token, &["--template", "conformance-widgets"]),
+    );
+    // Served through bindery's APIService, never by a CRD of the app cluster.
+    let local = app.kubectl_output(&["get", "crd", CRD], None);
+    assert!(!local.status.success(), "the app cluster has no {CRD} CRD");
+    let service = app.kubectl(&[
+        "get",
+        "apiservice",
+        "v1.conformance.bindery.dev",
+        "-o",
+        "jsonpath={.spec.service.namespace}/{.spec.service.name}",
+    ]);
+    assert!(service.starts_with("kube-bind/bindery-"), "{service}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let listed = app.kubectl_output(&["get", CRD, "-A"], None);
+        if listed.status.success() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "kubectl in the app cluster never listed {CRD}: {}",
+            String::from_utf8_lossy(&listed.stderr)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
     }
 }
 
@@ -159,9 +242,9 @@ fn clean(cluster: &fixture::Cluster) {
     ]);
 }
 
-/// The lines of `reference` and `bindery` that differ.
-fn diff(reference: &str, bindery: &str) -> String {
-    let (a, b): (Vec<&str>, Vec<&str>) = (reference.lines().collect(), bindery.lines().collect());
+/// The lines of `reference` and `other` that differ.
+fn diff(reference: &str, other: &str) -> String {
+    let (a, b): (Vec<&str>, Vec<&str>) = (reference.lines().collect(), other.lines().collect());
     let mut out = String::new();
     for i in 0..a.len().max(b.len()) {
         let (x, y) = (
@@ -170,7 +253,7 @@ fn diff(reference: &str, bindery: &str) -> String {
         );
         if x != y {
             out.push_str(&format!(
-                "    line {i}\n      direct:  {x}\n      bindery: {y}\n"
+                "    line {i}\n      reference: {x}\n      other:     {y}\n"
             ));
         }
     }

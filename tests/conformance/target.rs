@@ -1,6 +1,7 @@
 //! Where a case runs: the CRD served directly by the provider (the
-//! reference), or the same resource served by bindery to a consumer. Each step
-//! becomes one normalized text, so the two runs can be compared line by line.
+//! reference), the same resource served by bindery to a consumer, or served
+//! through an app cluster's aggregator. Each step becomes one normalized
+//! text, so the runs can be compared line by line.
 
 use crate::case::Step;
 use crate::fixture::kubectl_path;
@@ -22,8 +23,8 @@ pub struct Actor {
 
 /// A target acts as its consumer, or (for steps with `as: other`) as a second
 /// consumer whose objects must stay invisible: directly, that is a separate
-/// cluster serving the same CRD; through bindery, a second consumer bound to
-/// the same provider CRD by its own export.
+/// cluster serving the same CRD; through bindery (directly or aggregated), a
+/// second consumer bound to the same provider CRD by its own export.
 pub struct Target {
     pub name: &'static str,
     pub main: Actor,

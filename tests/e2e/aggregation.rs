@@ -6,7 +6,8 @@
 //! `kubectl auth can-i` agrees; deleting an app namespace finishes and takes
 //! its bound objects with it.
 
-use crate::bind::{app_cluster_binds, app_cluster_namespace, binder_token, bindery_cli, succeeded};
+use crate::bind::{app_cluster_binds, app_cluster_namespace};
+use crate::binder::{binder_token, bindery_cli, succeeded};
 use crate::controllers::install_examples;
 use crate::fixture::{clusters, unique_name};
 

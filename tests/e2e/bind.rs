@@ -6,78 +6,19 @@
 //! Binds use the app cluster's real identity, so one bind runs at a time
 //! ([`app_cluster_binds`]).
 
+use crate::binder::{binder_token, bindery_cli};
 use crate::bindery::bindery;
 use crate::controllers::install_examples;
 use crate::fixture::{clusters, unique_name};
 use bindery::controllers::naming::cluster_namespace;
 use serde_json::Value;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 
 /// Held by every test that binds into the app cluster.
 pub(crate) fn app_cluster_binds() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// A token of a new provider ServiceAccount, holding `bind` on every
-/// template when `may_bind`.
-pub(crate) fn binder_token(may_bind: bool) -> (String, String) {
-    let provider = &clusters().provider;
-    let _ = provider.kubectl_output(&["create", "namespace", "binders"], None);
-    let name = unique_name("binder");
-    provider.kubectl(&["-n", "binders", "create", "serviceaccount", &name]);
-    if may_bind {
-        // kubectl's `create clusterrole` refuses `bind` on anything but
-        // roles, so the role is applied as YAML.
-        provider.kubectl_with_stdin(
-            &["apply", "-f", "-"],
-            Some(
-                "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\n\
-                 metadata: {name: bindery-binder}\nrules:\n\
-                 - {apiGroups: [kube-bind.io], resources: [apiserviceexporttemplates], verbs: [bind]}\n",
-            ),
-        );
-        provider.kubectl(&[
-            "create",
-            "clusterrolebinding",
-            &name,
-            "--clusterrole=bindery-binder",
-            &format!("--serviceaccount=binders:{name}"),
-        ]);
-    }
-    let token = provider.kubectl(&["-n", "binders", "create", "token", &name]);
-    (
-        format!("system:serviceaccount:binders:{name}"),
-        token.trim().to_string(),
-    )
-}
-
-/// Runs `bindery <command> <bindery url> <args>` as the binder with `token`
-/// against the app cluster.
-pub(crate) fn bindery_cli(command: &str, token: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_bindery"))
-        .arg(command)
-        .arg(&bindery().url)
-        .arg("--certificate-authority")
-        .arg(bindery().pki.join("bindery/serving-ca.crt"))
-        .arg("--kubeconfig")
-        .arg(&clusters().app.kubeconfig)
-        .args(args)
-        .env("BINDERY_TOKEN", token)
-        .output()
-        .expect("bindery runs")
-}
-
-pub(crate) fn succeeded(what: &str, output: &Output) -> String {
-    assert!(
-        output.status.success(),
-        "{what} failed ({}):\n{}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).to_string()
 }
 
 /// The app cluster's cluster namespace in the provider.

@@ -6,7 +6,8 @@
 //! kubectl in the app cluster serves the API. A template that cannot be
 //! bound says so on the page in plain words.
 
-use crate::bind::{app_cluster_binds, binder_token, bindery_cli, succeeded};
+use crate::bind::app_cluster_binds;
+use crate::binder::{binder_token, bindery_cli, succeeded};
 use crate::bindery::bindery;
 use crate::controllers::install_examples;
 use crate::fixture::{clusters, unique_name};

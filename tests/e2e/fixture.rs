@@ -19,10 +19,22 @@ pub struct Cluster {
     pub pki: ClusterPki,
 }
 
-/// Both test clusters.
+/// The test clusters.
 pub struct Clusters {
     pub provider: Cluster,
     pub app: Cluster,
+    /// A third cluster serving CRDs directly, for test binaries that ask for
+    /// it with [`want_reference_cluster`] (the conformance suite).
+    #[allow(dead_code)] // only the conformance binary reads it
+    pub reference: Option<Cluster>,
+}
+
+static WANT_REFERENCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Asks for the `reference` cluster too; call it before the first [`clusters`].
+#[allow(dead_code)] // only the conformance binary asks
+pub fn want_reference_cluster() {
+    WANT_REFERENCE.store(true, std::sync::atomic::Ordering::SeqCst);
 }
 
 /// The clusters of this test run, started on first use.
@@ -52,9 +64,20 @@ fn start() -> Result<Clusters, String> {
     let run_dir = std::env::var_os("BINDERY_TEST_RUN_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo_root().join(format!("target/{}-run", test_binary_name())));
-    let output = cluster_script("up", &run_dir)
+    let want_reference = WANT_REFERENCE.load(std::sync::atomic::Ordering::SeqCst);
+    let mut script = cluster_script("up", &run_dir);
+    script
         .arg("--owner-pid")
-        .arg(std::process::id().to_string())
+        .arg(std::process::id().to_string());
+    let names: &[&str] = if want_reference {
+        &["provider", "app", "reference"]
+    } else {
+        &["provider", "app"]
+    };
+    for name in names {
+        script.arg("--cluster").arg(name);
+    }
+    let output = script
         .stderr(Stdio::inherit())
         .output()
         .map_err(|e| format!("cannot run cluster.sh: {e}"))?;
@@ -85,6 +108,11 @@ fn start() -> Result<Clusters, String> {
     Ok(Clusters {
         provider: cluster("provider", "PROVIDER")?,
         app: cluster("app", "APP")?,
+        reference: if want_reference {
+            Some(cluster("reference", "REFERENCE")?)
+        } else {
+            None
+        },
     })
 }
 

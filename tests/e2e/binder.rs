@@ -1,0 +1,67 @@
+//! The binder's side of a bind, for tests: a provider ServiceAccount token
+//! that may (or may not) bind, and `bindery bind`/`unbind` run as the real CLI
+//! against the app cluster.
+
+use crate::bindery::bindery;
+use crate::fixture::{clusters, unique_name};
+use std::process::{Command, Output};
+
+/// A token of a new provider ServiceAccount, holding `bind` on every
+/// template when `may_bind`.
+pub fn binder_token(may_bind: bool) -> (String, String) {
+    let provider = &clusters().provider;
+    let _ = provider.kubectl_output(&["create", "namespace", "binders"], None);
+    let name = unique_name("binder");
+    provider.kubectl(&["-n", "binders", "create", "serviceaccount", &name]);
+    if may_bind {
+        // kubectl's `create clusterrole` refuses `bind` on anything but
+        // roles, so the role is applied as YAML.
+        provider.kubectl_with_stdin(
+            &["apply", "-f", "-"],
+            Some(
+                "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\n\
+                 metadata: {name: bindery-binder}\nrules:\n\
+                 - {apiGroups: [kube-bind.io], resources: [apiserviceexporttemplates], verbs: [bind]}\n",
+            ),
+        );
+        provider.kubectl(&[
+            "create",
+            "clusterrolebinding",
+            &name,
+            "--clusterrole=bindery-binder",
+            &format!("--serviceaccount=binders:{name}"),
+        ]);
+    }
+    let token = provider.kubectl(&["-n", "binders", "create", "token", &name]);
+    (
+        format!("system:serviceaccount:binders:{name}"),
+        token.trim().to_string(),
+    )
+}
+
+/// Runs `bindery <command> <bindery url> <args>` as the binder with `token`
+/// against the app cluster.
+pub fn bindery_cli(command: &str, token: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bindery"))
+        .arg(command)
+        .arg(&bindery().url)
+        .arg("--certificate-authority")
+        .arg(bindery().pki.join("bindery/serving-ca.crt"))
+        .arg("--kubeconfig")
+        .arg(&clusters().app.kubeconfig)
+        .args(args)
+        .env("BINDERY_TOKEN", token)
+        .output()
+        .expect("bindery runs")
+}
+
+pub fn succeeded(what: &str, output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).to_string()
+}

@@ -4,7 +4,14 @@
 //! cut, discovery still answers from the last known BoundSchemas, in well
 //! under 5 s, and resource calls get a clear 503 Status. With the relay back,
 //! everything is served again.
+//!
+//! Through the app cluster's aggregator, bound to that second bindery: the
+//! APIService stays Available across the aggregator's own availability
+//! checks, kubectl's discovery works, resource calls fail with the 503, and
+//! a namespace deleted during the outage finishes once the provider is back.
 
+use crate::bind::app_cluster_binds;
+use crate::binder::{binder_token, bindery_cli_at, succeeded};
 use crate::bindery::bindery;
 use crate::controllers::{install_examples, request};
 use crate::fixture::{clusters, unique_name};
@@ -211,4 +218,123 @@ fn discovery_answers_and_resource_calls_get_503_while_the_provider_is_unreachabl
         );
         std::thread::sleep(Duration::from_millis(300));
     }
+}
+
+/// How long the aggregator's availability controller takes to check every
+/// APIService again (its informer resyncs every 30 s), with a margin.
+const AGGREGATOR_RECHECK: Duration = Duration::from_secs(40);
+
+#[test]
+fn the_app_cluster_keeps_the_bound_api_available_while_the_provider_is_unreachable() {
+    install_examples();
+    let _guard = app_cluster_binds();
+    let (app, provider) = (&clusters().app, &clusters().provider);
+    let relay = Relay::start(provider.server.trim_start_matches("https://").to_string());
+    let second = second_bindery(&relay);
+    let (_, token) = binder_token(true);
+    succeeded(
+        "bind through the relayed bindery",
+        &bindery_cli_at(&second.url, "bind", &token, &["--template", "postgresql"]),
+    );
+    let port = app.kubectl(&[
+        "get",
+        "apiservice",
+        "v1.db.example.com",
+        "-o",
+        "jsonpath={.spec.service.port}",
+    ]);
+    assert!(
+        second.url.ends_with(&format!(":{port}")),
+        "the APIService points at the relayed bindery ({}): port {port}",
+        second.url
+    );
+    let away = unique_name("away");
+    app.kubectl(&["create", "namespace", &away]);
+    let instance = "apiVersion: db.example.com/v1\nkind: PostgreSQLInstance\nmetadata: {name: kept}\nspec: {plan: small}\n";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !app
+        .kubectl_output(&["-n", &away, "apply", "-f", "-"], Some(instance))
+        .status
+        .success()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "never created through the aggregator"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
+    relay.set_cut(true);
+    let available = || {
+        app.kubectl(&[
+            "get",
+            "apiservice",
+            "v1.db.example.com",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Available\")].status} {.status.conditions[?(@.type==\"Available\")].reason}",
+        ])
+    };
+    let cut_at = Instant::now();
+    while cut_at.elapsed() < AGGREGATOR_RECHECK {
+        let condition = available();
+        assert!(
+            condition.starts_with("True "),
+            "the APIService stays Available {:?} into the outage: {condition}",
+            cut_at.elapsed()
+        );
+        let start = Instant::now();
+        let discovery = app.kubectl_output(&["get", "--raw", "/apis/db.example.com/v1"], None);
+        let took = start.elapsed();
+        assert!(
+            discovery.status.success()
+                && String::from_utf8_lossy(&discovery.stdout).contains("postgresqlinstances"),
+            "discovery through the aggregator during the outage: {}",
+            String::from_utf8_lossy(&discovery.stderr)
+        );
+        assert!(took < Duration::from_secs(5), "discovery took {took:?}");
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    let resources = app.kubectl(&["api-resources", "--api-group=db.example.com"]);
+    assert!(resources.contains("postgresqlinstances"), "{resources}");
+    let listed = app.kubectl_output(&["-n", &away, "get", "postgresqlinstances"], None);
+    let stderr = String::from_utf8_lossy(&listed.stderr);
+    assert!(
+        !listed.status.success()
+            && stderr.contains("ServiceUnavailable")
+            && stderr.contains("the provider cannot be reached"),
+        "a resource call during the outage: {stderr}"
+    );
+    app.kubectl(&["delete", "namespace", &away, "--wait=false"]);
+    std::thread::sleep(Duration::from_secs(3));
+
+    relay.set_cut(false);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while app
+        .kubectl_output(&["get", "namespace", &away], None)
+        .status
+        .success()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "namespace {away} never finished deleting after the provider came back: {}",
+            app.kubectl(&["get", "namespace", &away, "-o", "jsonpath={.status}"])
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let provider_namespace = format!("{}-{away}", crate::bind::app_cluster_namespace());
+    let left = provider.kubectl(&[
+        "get",
+        "postgresqlinstances",
+        "-A",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.namespace}{\"\\n\"}{end}",
+    ]);
+    assert!(
+        !left.lines().any(|ns| ns == provider_namespace),
+        "the namespace's bound objects went with it: {left}"
+    );
+    succeeded(
+        "unbind",
+        &bindery_cli_at(&second.url, "unbind", &token, &["postgresql"]),
+    );
 }

@@ -42,9 +42,15 @@ pub fn binder_token(may_bind: bool) -> (String, String) {
 /// Runs `bindery <command> <bindery url> <args>` as the binder with `token`
 /// against the app cluster.
 pub fn bindery_cli(command: &str, token: &str, args: &[&str]) -> Output {
+    bindery_cli_at(&bindery().url, command, token, args)
+}
+
+/// [`bindery_cli`] against the bindery at `url` (which shares the test
+/// bindery's PKI).
+pub fn bindery_cli_at(url: &str, command: &str, token: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_bindery"))
         .arg(command)
-        .arg(&bindery().url)
+        .arg(url)
         .arg("--certificate-authority")
         .arg(bindery().pki.join("bindery/serving-ca.crt"))
         .arg("--kubeconfig")

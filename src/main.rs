@@ -53,27 +53,63 @@ struct ProviderArgs {
     )]
     token: Option<String>,
     /// A file holding that token.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "client_certificate")]
     token_file: Option<PathBuf>,
+    /// A client certificate of the provider cluster (its client CA issued
+    /// it), in place of a token.
+    #[arg(long, requires = "client_key", conflicts_with = "token")]
+    client_certificate: Option<PathBuf>,
+    /// The key of --client-certificate.
+    #[arg(long, requires = "client_certificate")]
+    client_key: Option<PathBuf>,
+    /// Take the credentials (token or client certificate) of this provider
+    /// kubeconfig's current user.
+    #[arg(long, conflicts_with_all = ["token", "token_file", "client_certificate"])]
+    provider_kubeconfig: Option<PathBuf>,
     /// The app cluster's kubeconfig (default: $KUBECONFIG or ~/.kube/config).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
 }
 
 impl ProviderArgs {
-    fn provider(&self) -> anyhow::Result<bindery::bind::cli::Provider> {
-        let token = match (&self.token, &self.token_file) {
-            (Some(token), _) => token.clone(),
-            (None, Some(file)) => std::fs::read_to_string(file)
-                .with_context(|| format!("reading {}", file.display()))?,
-            (None, None) => {
-                anyhow::bail!("a token is needed: --token, --token-file or $BINDERY_TOKEN")
+    async fn provider(&self) -> anyhow::Result<bindery::bind::cli::Provider> {
+        use kube::config::AuthInfo;
+        let credentials = if let Some(token) = &self.token {
+            AuthInfo {
+                token: Some(token.trim().to_string().into()),
+                ..Default::default()
             }
+        } else if let Some(file) = &self.token_file {
+            let token = std::fs::read_to_string(file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            AuthInfo {
+                token: Some(token.trim().to_string().into()),
+                ..Default::default()
+            }
+        } else if let (Some(certificate), Some(key)) = (&self.client_certificate, &self.client_key)
+        {
+            AuthInfo {
+                client_certificate: Some(certificate.to_string_lossy().into()),
+                client_key: Some(key.to_string_lossy().into()),
+                ..Default::default()
+            }
+        } else if let Some(path) = &self.provider_kubeconfig {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                .await
+                .with_context(|| format!("loading {}", path.display()))?
+                .auth_info
+        } else {
+            anyhow::bail!(
+                "provider credentials are needed: --token, --token-file, $BINDERY_TOKEN, \
+                 --client-certificate with --client-key, or --provider-kubeconfig"
+            )
         };
         Ok(bindery::bind::cli::Provider {
             url: self.url.clone(),
             certificate_authority: self.certificate_authority.clone(),
-            token: token.trim().to_string(),
+            credentials,
         })
     }
 }
@@ -243,26 +279,30 @@ fn consumer_kubeconfig(args: ConsumerKubeconfigArgs) -> anyhow::Result<()> {
 }
 
 fn bind(args: BindArgs) -> anyhow::Result<()> {
-    let options = bindery::bind::cli::BindOptions {
-        provider: args.provider.provider()?,
-        app_kubeconfig: args.provider.kubeconfig.clone(),
-        template: args.template,
-        print_yaml: args.output.is_some(),
-        service_host: args.service_host,
-        timeout: std::time::Duration::from_secs(args.timeout_seconds),
-    };
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    runtime.block_on(bindery::bind::cli::bind(options))
+    runtime.block_on(async {
+        let options = bindery::bind::cli::BindOptions {
+            provider: args.provider.provider().await?,
+            app_kubeconfig: args.provider.kubeconfig.clone(),
+            template: args.template,
+            print_yaml: args.output.is_some(),
+            service_host: args.service_host,
+            timeout: std::time::Duration::from_secs(args.timeout_seconds),
+        };
+        bindery::bind::cli::bind(options).await
+    })
 }
 
 fn unbind(args: UnbindArgs) -> anyhow::Result<()> {
-    let options = bindery::bind::cli::UnbindOptions {
-        provider: args.provider.provider()?,
-        app_kubeconfig: args.provider.kubeconfig.clone(),
-        export: args.export,
-    };
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    runtime.block_on(bindery::bind::cli::unbind(options))
+    runtime.block_on(async {
+        let options = bindery::bind::cli::UnbindOptions {
+            provider: args.provider.provider().await?,
+            app_kubeconfig: args.provider.kubeconfig.clone(),
+            export: args.export,
+        };
+        bindery::bind::cli::unbind(options).await
+    })
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {

@@ -76,8 +76,12 @@ where
         Endpoint::Bind(segments) => {
             return match read_body(body).await {
                 Ok(body) => {
+                    let caller = crate::bind::binder::Caller {
+                        headers: &parts.headers,
+                        peer: parts.extensions.get(),
+                    };
                     app.bind
-                        .serve(&parts.method, &parts.headers, &segments, body)
+                        .serve(&parts.method, &caller, &segments, body)
                         .await
                 }
                 Err(too_large) => error(&too_large),

@@ -38,8 +38,20 @@ pub async fn run(options: Options) -> Result<()> {
     // Client certificates: bindery's consumer CA, plus the front-proxy CA
     // of every registered app cluster as registrations come and go.
     let consumer_ca_pem = std::fs::read(pki.consumer_ca()).context("reading the consumer CA")?;
-    let consumer_ca = parse_pem_bundle(&consumer_ca_pem).map_err(anyhow::Error::msg)?;
-    let verifier = Arc::new(DynamicClientVerifier::new(&consumer_ca).map_err(anyhow::Error::msg)?);
+    let mut base_roots = parse_pem_bundle(&consumer_ca_pem).map_err(anyhow::Error::msg)?;
+    // And the provider's client CA, for binders who show a provider certificate.
+    let provider_client_ca = match crate::bind::binder::provider_client_ca(&client).await {
+        Ok(Some(pem)) => {
+            base_roots.extend(parse_pem_bundle(pem.as_bytes()).map_err(anyhow::Error::msg)?);
+            Some(CaVerifier::from_pem(pem.as_bytes()).map_err(anyhow::Error::msg)?)
+        }
+        Ok(None) => None,
+        Err(error) => {
+            tracing::warn!(%error, "cannot read the provider's client CA; binders need tokens");
+            None
+        }
+    };
+    let verifier = Arc::new(DynamicClientVerifier::new(&base_roots).map_err(anyhow::Error::msg)?);
     let tls = crate::server::tls::server_config(
         &pki.dir.join("serving.crt"),
         &pki.dir.join("serving.key"),
@@ -51,7 +63,7 @@ pub async fn run(options: Options) -> Result<()> {
         options.cluster_namespace_prefix.clone(),
         registrations.clone(),
         verifier,
-        consumer_ca,
+        base_roots,
     ));
     let catalog = catalog::watch::start(client.clone(), &options.cluster_namespace_prefix);
     if let Some(controllers) = options.controllers {
@@ -76,6 +88,7 @@ pub async fn run(options: Options) -> Result<()> {
             serving_ca: std::fs::read_to_string(pki.serving_ca())
                 .context("reading the serving CA")?,
             sessions: Default::default(),
+            provider_client_ca,
         },
     });
     let listener = tokio::net::TcpListener::bind(options.listen)

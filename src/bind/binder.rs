@@ -1,15 +1,20 @@
-//! Who binds, and whether they may: a binder shows a bearer token the
-//! provider accepts (reviewed with a TokenReview in the provider), and may
+//! Who binds, and whether they may: a binder shows a client certificate of
+//! the provider's client CA (user = CN, groups = O, as kube-apiserver reads
+//! it) or a bearer token the provider accepts (reviewed with a TokenReview in
+//! the provider), and may
 //! bind a template only with the `bind` verb on it, asked with a
 //! SubjectAccessReview in the provider, as kcp asks for `bind` on an
 //! APIExport.
 
+use crate::auth::PeerCertificate;
+use crate::auth::trust::CaVerifier;
 use crate::authz::attributes::RequestUser;
 use crate::status::ApiError;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 
 /// A binder: a user of the provider cluster.
@@ -19,13 +24,27 @@ pub const TEMPLATE_GROUP: &str = "kube-bind.io";
 pub const TEMPLATE_RESOURCE: &str = "apiserviceexporttemplates";
 pub const BIND_VERB: &str = "bind";
 
-/// The provider's user behind the request's bearer token; `None` when there
-/// is no token or the provider does not accept it.
+/// What a request to `/bind` shows of its sender.
+pub struct Caller<'a> {
+    pub headers: &'a http::HeaderMap,
+    /// The TLS client certificate, if one was sent.
+    pub peer: Option<&'a PeerCertificate>,
+}
+
+/// The provider's user behind the request: its client certificate when the
+/// provider's client CA issued it (checked first, as kube-apiserver does),
+/// else its bearer token; `None` when neither is accepted.
 pub async fn authenticate(
     provider: &kube::Client,
-    headers: &http::HeaderMap,
+    provider_client_ca: Option<&CaVerifier>,
+    caller: &Caller<'_>,
 ) -> Result<Option<Binder>, ApiError> {
-    let Some(token) = crate::auth::service_account::bearer_token(headers) else {
+    if let (Some(ca), Some(peer)) = (provider_client_ca, caller.peer)
+        && let Some(binder) = certificate_user(ca, peer)
+    {
+        return Ok(Some(binder));
+    }
+    let Some(token) = crate::auth::service_account::bearer_token(caller.headers) else {
         return Ok(None);
     };
     let review = TokenReview {
@@ -50,6 +69,39 @@ pub async fn authenticate(
         groups: user.groups.unwrap_or_default(),
         extra: user.extra.unwrap_or_default().into_iter().collect(),
     }))
+}
+
+/// The user of a client certificate the provider's client CA issued, as
+/// kube-apiserver's x509 authenticator names it: CN the user, each O a group,
+/// and every authenticated user is in `system:authenticated`.
+pub fn certificate_user(ca: &CaVerifier, peer: &PeerCertificate) -> Option<Binder> {
+    if peer.common_name.is_empty() || !ca.verifies(&peer.der) {
+        return None;
+    }
+    let mut groups = peer.organizations.clone();
+    if !groups.iter().any(|g| g == AUTHENTICATED) {
+        groups.push(AUTHENTICATED.into());
+    }
+    Some(Binder {
+        name: peer.common_name.clone(),
+        groups,
+        ..Default::default()
+    })
+}
+
+const AUTHENTICATED: &str = "system:authenticated";
+
+/// The CA bundle kube-apiserver verifies client certificates with, as it
+/// publishes it (`kube-system/extension-apiserver-authentication`,
+/// `client-ca-file`); `None` when it publishes none.
+pub async fn provider_client_ca(provider: &kube::Client) -> Result<Option<String>, kube::Error> {
+    let config_maps = Api::<ConfigMap>::namespaced(provider.clone(), "kube-system");
+    let published = config_maps
+        .get_opt("extension-apiserver-authentication")
+        .await?;
+    Ok(published
+        .and_then(|c| c.data)
+        .and_then(|mut data| data.remove("client-ca-file")))
 }
 
 /// Whether `binder` holds `bind` on template `template` in the provider.
@@ -99,6 +151,34 @@ pub fn forbidden(binder: &Binder, template: &str) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn peer(path: &std::path::Path) -> PeerCertificate {
+        use rustls_pki_types::pem::PemObject;
+        let der = rustls_pki_types::CertificateDer::from_pem_slice(&std::fs::read(path).unwrap())
+            .unwrap();
+        crate::auth::client_cert::peer_certificate(&der).unwrap()
+    }
+
+    #[test]
+    fn a_certificate_of_the_provider_client_ca_names_the_binder_like_kube_apiserver() {
+        let dir = std::env::temp_dir().join(format!("bindery-binder-{}", std::process::id()));
+        let provider = crate::certs::ensure_cluster(&dir, "provider").unwrap();
+        let other = crate::certs::ensure_cluster(&dir, "other").unwrap();
+        let ca = CaVerifier::from_pem(&std::fs::read(provider.ca()).unwrap()).unwrap();
+        let binder = certificate_user(&ca, &peer(&provider.admin().0)).expect("accepted");
+        assert_eq!(binder.name, "bindery-admin");
+        assert_eq!(binder.groups, ["system:masters", "system:authenticated"]);
+        assert_eq!(binder.uid, None);
+        assert!(
+            certificate_user(&ca, &peer(&other.admin().0)).is_none(),
+            "another cluster's certificate is no provider user"
+        );
+        assert!(
+            certificate_user(&ca, &peer(&provider.front_proxy_client().0)).is_none(),
+            "the front-proxy CA is not the client CA"
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
 
     #[test]
     fn forbidden_reads_like_kube_apiserver() {

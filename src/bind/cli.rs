@@ -33,8 +33,9 @@ pub struct Provider {
     pub url: String,
     /// The CA of bindery's serving certificate.
     pub certificate_authority: PathBuf,
-    /// A token the provider accepts.
-    pub token: String,
+    /// The binder's provider credentials, as a kubeconfig user: a token the
+    /// provider accepts, or a client certificate of the provider's client CA.
+    pub credentials: kube::config::AuthInfo,
 }
 
 pub struct BindOptions {
@@ -70,11 +71,7 @@ impl Bindery {
         let roots = crate::auth::trust::parse_pem_bundle(&pem).map_err(anyhow::Error::msg)?;
         let mut config = kube::Config::new(provider.url.parse().context("bindery's URL")?);
         config.root_cert = Some(roots.into_iter().map(|c| c.to_vec()).collect());
-        config.headers.push((
-            http::header::AUTHORIZATION,
-            http::HeaderValue::from_str(&format!("Bearer {}", provider.token.trim()))
-                .context("the token")?,
-        ));
+        config.auth_info = provider.credentials.clone();
         config.read_timeout = Some(Duration::from_secs(60));
         Ok(Self {
             client: kube::Client::try_from(config)?,

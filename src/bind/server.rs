@@ -3,7 +3,7 @@
 //! APIServiceExportRequest in the provider), where a bind stands, unbinding,
 //! and the browser sessions of the interactive bind with their page.
 
-use super::binder::{self, Binder};
+use super::binder::{self, Binder, Caller};
 use super::offers::offer;
 use super::page;
 use super::sessions::Sessions;
@@ -42,6 +42,9 @@ pub struct BindService {
     /// PEM of the CA of bindery's serving certificate, for APIService caBundles.
     pub serving_ca: String,
     pub sessions: Sessions,
+    /// The provider's client CA (its `client-ca-file`): binders may show a
+    /// client certificate of the provider instead of a token.
+    pub provider_client_ca: Option<crate::auth::trust::CaVerifier>,
 }
 
 type Reply = Result<Response<BoxBody>, ApiError>;
@@ -51,27 +54,25 @@ impl BindService {
     pub async fn serve(
         &self,
         method: &Method,
-        headers: &http::HeaderMap,
+        caller: &Caller<'_>,
         segments: &[String],
         body: Bytes,
     ) -> Response<BoxBody> {
         let path: Vec<&str> = segments.iter().map(String::as_str).collect();
         let reply = match (method, path.as_slice()) {
-            (&Method::GET, ["templates"]) => self.templates(headers).await,
-            (&Method::POST, ["bindings"]) => self.bind(headers, &body).await,
+            (&Method::GET, ["templates"]) => self.templates(caller).await,
+            (&Method::POST, ["bindings"]) => self.bind(caller, &body).await,
             (&Method::GET, ["bindings", consumer, export]) => {
-                self.binding_state(headers, consumer, export).await
+                self.binding_state(caller, consumer, export).await
             }
             (&Method::DELETE, ["bindings", consumer, export]) => {
-                self.unbind(headers, consumer, export, &body).await
+                self.unbind(caller, consumer, export, &body).await
             }
-            (&Method::POST, ["sessions"]) => self.open_session(headers).await,
+            (&Method::POST, ["sessions"]) => self.open_session(caller).await,
             (&Method::GET, ["sessions", id]) => Ok(self.session_page(id).await),
             (&Method::POST, ["sessions", id, "choice"]) => Ok(self.choose(id, &body).await),
             (&Method::GET, ["sessions", id, "state"]) => self.session_state(id),
-            (&Method::POST, ["sessions", id, "progress"]) => {
-                self.progress(headers, id, &body).await
-            }
+            (&Method::POST, ["sessions", id, "progress"]) => self.progress(caller, id, &body).await,
             (_, ["templates" | "bindings" | "sessions", ..]) => Err(ApiError {
                 code: 405,
                 reason: "MethodNotAllowed",
@@ -84,8 +85,8 @@ impl BindService {
         reply.unwrap_or_else(|e| error(&e))
     }
 
-    async fn binder(&self, headers: &http::HeaderMap) -> Result<Binder, ApiError> {
-        binder::authenticate(&self.provider, headers)
+    async fn binder(&self, caller: &Caller<'_>) -> Result<Binder, ApiError> {
+        binder::authenticate(&self.provider, self.provider_client_ca.as_ref(), caller)
             .await?
             .ok_or_else(ApiError::unauthorized)
     }
@@ -113,13 +114,13 @@ impl BindService {
         Ok(Offers { offers })
     }
 
-    async fn templates(&self, headers: &http::HeaderMap) -> Reply {
-        let binder = self.binder(headers).await?;
+    async fn templates(&self, caller: &Caller<'_>) -> Reply {
+        let binder = self.binder(caller).await?;
         Ok(json_reply(200, &self.offers(&binder).await?))
     }
 
-    async fn bind(&self, headers: &http::HeaderMap, body: &[u8]) -> Reply {
-        let binder = self.binder(headers).await?;
+    async fn bind(&self, caller: &Caller<'_>, body: &[u8]) -> Reply {
+        let binder = self.binder(caller).await?;
         let request: BindRequest = decode(body)?;
         if request.template.is_empty() || request.identity.is_empty() {
             return Err(ApiError::bad_request("template and identity are required"));
@@ -269,13 +270,8 @@ impl BindService {
         Ok(())
     }
 
-    async fn binding_state(
-        &self,
-        headers: &http::HeaderMap,
-        consumer: &str,
-        export: &str,
-    ) -> Reply {
-        let binder = self.binder(headers).await?;
+    async fn binding_state(&self, caller: &Caller<'_>, consumer: &str, export: &str) -> Reply {
+        let binder = self.binder(caller).await?;
         self.check_may_bind(&binder, export).await?;
         Ok(json_reply(200, &self.state_of(consumer, export).await?))
     }
@@ -346,12 +342,12 @@ impl BindService {
 
     async fn unbind(
         &self,
-        headers: &http::HeaderMap,
+        caller: &Caller<'_>,
         consumer: &str,
         export: &str,
         body: &[u8],
     ) -> Reply {
-        let binder = self.binder(headers).await?;
+        let binder = self.binder(caller).await?;
         self.check_may_bind(&binder, export).await?;
         let proof: UnbindRequest = decode(body)?;
         let namespace = cluster_namespace(&self.prefix, &proof.identity);
@@ -408,8 +404,8 @@ impl BindService {
         ))
     }
 
-    async fn open_session(&self, headers: &http::HeaderMap) -> Reply {
-        let binder = self.binder(headers).await?;
+    async fn open_session(&self, caller: &Caller<'_>) -> Reply {
+        let binder = self.binder(caller).await?;
         let id = self
             .sessions
             .open(binder, Instant::now())
@@ -486,8 +482,8 @@ impl BindService {
         Ok(json_reply(200, &session.state))
     }
 
-    async fn progress(&self, headers: &http::HeaderMap, id: &str, body: &[u8]) -> Reply {
-        let binder = self.binder(headers).await?;
+    async fn progress(&self, caller: &Caller<'_>, id: &str, body: &[u8]) -> Reply {
+        let binder = self.binder(caller).await?;
         let progress: Progress = decode(body)?;
         let now = Instant::now();
         let session = self

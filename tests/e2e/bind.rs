@@ -6,7 +6,7 @@
 //! Binds use the app cluster's real identity, so one bind runs at a time
 //! ([`app_cluster_binds`]).
 
-use crate::binder::{binder_token, bindery_cli};
+use crate::binder::{binder_token, bindery_cli, bindery_command, succeeded};
 use crate::bindery::bindery;
 use crate::controllers::install_examples;
 use crate::fixture::{clusters, unique_name};
@@ -225,4 +225,137 @@ fn inline_kubeconfig(text: &str) -> String {
         inline(&mut user["user"], "client-key", "client-key-data");
     }
     serde_yaml::to_string(&config).unwrap()
+}
+
+/// A client certificate signed by `cluster`'s client CA for `user` in
+/// `groups`, written beside that cluster's PKI; (certificate, key) paths.
+fn client_certificate(
+    cluster: &crate::fixture::Cluster,
+    user: &str,
+    groups: &[&str],
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    use bindery::certs::authority::{Authority, PemPair, Usage};
+    let read = |name: &str| std::fs::read_to_string(cluster.pki.dir.join(name)).unwrap();
+    let ca = Authority::from_pem(PemPair {
+        cert_pem: read("ca.crt"),
+        key_pem: read("ca.key"),
+    })
+    .expect("the cluster CA");
+    let usage = Usage::Client {
+        organizations: groups.iter().map(|g| g.to_string()).collect(),
+    };
+    let pair = ca.issue(user, &usage).expect("a client certificate");
+    let base = cluster.pki.dir.join(unique_name(user));
+    let (cert, key) = (base.with_extension("crt"), base.with_extension("key"));
+    std::fs::write(&cert, pair.cert_pem).unwrap();
+    std::fs::write(&key, pair.key_pem).unwrap();
+    (cert, key)
+}
+
+/// GET bindery's `/bind/templates` with a client certificate.
+fn templates_with_certificate(cert: &std::path::Path, key: &std::path::Path) -> (u16, Value) {
+    let output = Command::new("curl")
+        .args(["-s", "-w", "\n%{http_code}", "--cacert"])
+        .arg(bindery().pki.join("bindery/serving-ca.crt"))
+        .arg("--cert")
+        .arg(cert)
+        .arg("--key")
+        .arg(key)
+        .arg(format!("{}/bind/templates", bindery().url))
+        .output()
+        .expect("curl runs");
+    let text = String::from_utf8_lossy(&output.stdout).to_string();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (
+        code.parse().unwrap_or(0),
+        serde_json::from_str(body).unwrap_or(Value::Null),
+    )
+}
+
+#[test]
+fn provider_client_certificates_are_binder_credentials() {
+    install_examples();
+    let provider = &clusters().provider;
+    binder_token(true); // makes the ClusterRole bindery-binder
+    let group = unique_name("cert-binders");
+    provider.kubectl(&[
+        "create",
+        "clusterrolebinding",
+        &group,
+        "--clusterrole=bindery-binder",
+        &format!("--group={group}"),
+    ]);
+    let (cert, key) = client_certificate(provider, &unique_name("carol"), &[&group]);
+    let (stranger_cert, stranger_key) = client_certificate(provider, "mallory", &["devs"]);
+    let (foreign_cert, foreign_key) = client_certificate(&clusters().app, "carol", &[&group]);
+
+    let (code, offers) = templates_with_certificate(&cert, &key);
+    assert_eq!(code, 200, "{offers}");
+    assert!(
+        offers["offers"]
+            .as_array()
+            .is_some_and(|o| o.iter().any(|o| o["name"] == "postgresql")),
+        "a holder of bind by group sees postgresql: {offers}"
+    );
+    let (code, offers) = templates_with_certificate(&stranger_cert, &stranger_key);
+    assert_eq!(
+        (code, offers["offers"].clone()),
+        (200, serde_json::json!([]))
+    );
+    // A CA bindery does not trust fails the TLS handshake, as it does with
+    // kube-apiserver; one it trusts for other uses (its consumer CA) is nobody.
+    let (code, _) = templates_with_certificate(&foreign_cert, &foreign_key);
+    assert_eq!(code, 0, "no answer over a refused handshake");
+    let consumer = bindery().endpoint("binder-certificate-check");
+    let (code, status) = templates_with_certificate(&consumer.cert, &consumer.key);
+    assert_eq!(
+        (code, status["reason"].clone()),
+        (401, "Unauthorized".into()),
+        "a consumer certificate is no binder"
+    );
+
+    // The CLI binds with the certificate, and unbinds with the provider's
+    // admin kubeconfig (its client certificate).
+    let _guard = app_cluster_binds();
+    succeeded(
+        "bind --client-certificate",
+        &bindery_command(&bindery().url, "bind")
+            .arg("--client-certificate")
+            .arg(&cert)
+            .arg("--client-key")
+            .arg(&key)
+            .args(["--template", "postgresql"])
+            .output()
+            .unwrap(),
+    );
+    let binding = clusters().app.kubectl(&[
+        "get",
+        "apiservicebinding",
+        "postgresql",
+        "-o",
+        "jsonpath={.metadata.name}",
+    ]);
+    assert_eq!(binding, "postgresql");
+    let refused = bindery_command(&bindery().url, "unbind")
+        .arg("--client-certificate")
+        .arg(&stranger_cert)
+        .arg("--client-key")
+        .arg(&stranger_key)
+        .arg("postgresql")
+        .output()
+        .unwrap();
+    assert!(!refused.status.success(), "a stranger cannot unbind");
+    succeeded(
+        "unbind --provider-kubeconfig",
+        &bindery_command(&bindery().url, "unbind")
+            .arg("--provider-kubeconfig")
+            .arg(&provider.kubeconfig)
+            .arg("postgresql")
+            .output()
+            .unwrap(),
+    );
+    let gone = clusters()
+        .app
+        .kubectl_output(&["get", "apiservicebinding", "postgresql"], None);
+    assert!(!gone.status.success(), "unbind removed the binding");
 }

@@ -48,17 +48,26 @@ pub fn bindery_cli(command: &str, token: &str, args: &[&str]) -> Output {
 /// [`bindery_cli`] against the bindery at `url` (which shares the test
 /// bindery's PKI).
 pub fn bindery_cli_at(url: &str, command: &str, token: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_bindery"))
+    bindery_command(url, command)
+        .args(args)
+        .env("BINDERY_TOKEN", token)
+        .output()
+        .expect("bindery runs")
+}
+
+/// `bindery <command> <url>` against the app cluster, trusting the test
+/// bindery's serving CA; the caller adds credentials and arguments.
+pub fn bindery_command(url: &str, command: &str) -> Command {
+    let mut bindery_cli = Command::new(env!("CARGO_BIN_EXE_bindery"));
+    bindery_cli
         .arg(command)
         .arg(url)
         .arg("--certificate-authority")
         .arg(bindery().pki.join("bindery/serving-ca.crt"))
         .arg("--kubeconfig")
         .arg(&clusters().app.kubeconfig)
-        .args(args)
-        .env("BINDERY_TOKEN", token)
-        .output()
-        .expect("bindery runs")
+        .env_remove("BINDERY_TOKEN");
+    bindery_cli
 }
 
 pub fn succeeded(what: &str, output: &Output) -> String {

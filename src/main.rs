@@ -126,8 +126,12 @@ struct BindArgs {
     output: Option<String>,
     /// The DNS name the app cluster's aggregator reaches bindery at
     /// (default: the URL's host; `localhost` for loopback addresses).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "in_cluster")]
     service_host: Option<String>,
+    /// bindery runs in the app cluster itself (deploy/bindery/): the
+    /// APIServices reach its pods through a ClusterIP Service.
+    #[arg(long)]
+    in_cluster: bool,
     /// How long to wait for each stage.
     #[arg(long, default_value_t = 120)]
     timeout_seconds: u64,
@@ -287,6 +291,7 @@ fn bind(args: BindArgs) -> anyhow::Result<()> {
             template: args.template,
             print_yaml: args.output.is_some(),
             service_host: args.service_host,
+            in_cluster: args.in_cluster,
             timeout: std::time::Duration::from_secs(args.timeout_seconds),
         };
         bindery::bind::cli::bind(options).await

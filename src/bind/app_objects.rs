@@ -104,12 +104,47 @@ pub struct BindingInputs<'a> {
     pub export: &'a str,
     /// bindery's base URL, as the binder reached it.
     pub bindery_url: &'a str,
-    /// The DNS name the aggregator reaches bindery at.
-    pub service_host: &'a str,
-    pub service_port: u16,
+    /// How the aggregator reaches bindery.
+    pub reach: Reach<'a>,
     pub serving_ca_pem: &'a str,
     pub group_versions: &'a [GroupVersion],
     pub claims: &'a [PermissionClaim],
+}
+
+/// How the app cluster's aggregator reaches bindery: through the consumer's
+/// Service `kube-bind/bindery-<consumer>` either way, so that the TLS server
+/// name still names the consumer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach<'a> {
+    /// bindery runs outside the app cluster: an ExternalName Service to the
+    /// DNS name bindery answers at (`localhost` for local clusters).
+    External { host: &'a str, port: u16 },
+    /// bindery runs in the app cluster (`deploy/bindery/`): a ClusterIP
+    /// Service selecting its pods in `kube-bind` by [`SERVER_POD_LABEL`],
+    /// port 443 to their port named `https`.
+    InCluster,
+}
+
+/// The label (name, value) of bindery's own pods when it runs in a cluster.
+pub const SERVER_POD_LABEL: (&str, &str) = ("app.kubernetes.io/name", "bindery-server");
+
+impl Reach<'_> {
+    /// The Service's spec and the port APIServices name.
+    fn service(&self) -> (Value, u16) {
+        match self {
+            Reach::External { host, port } => (
+                json!({"type": "ExternalName", "externalName": host,
+                    "ports": [{"port": port, "protocol": "TCP"}]}),
+                *port,
+            ),
+            Reach::InCluster => (
+                json!({"type": "ClusterIP",
+                    "selector": {SERVER_POD_LABEL.0: SERVER_POD_LABEL.1},
+                    "ports": [{"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}]}),
+                443,
+            ),
+        }
+    }
 }
 
 /// The Service's name for `consumer`; its DNS name is what bindery's
@@ -158,11 +193,11 @@ pub fn binding(inputs: &BindingInputs) -> Vec<Value> {
     let labels = binding_labels(inputs.export);
     let service = service_name(inputs.consumer);
     let ca_bundle = base64::engine::general_purpose::STANDARD.encode(inputs.serving_ca_pem);
+    let (service_spec, service_port) = inputs.reach.service();
     let mut objects = vec![json!({
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": service, "namespace": NAMESPACE, "labels": shared_labels()},
-        "spec": {"type": "ExternalName", "externalName": inputs.service_host,
-            "ports": [{"port": inputs.service_port, "protocol": "TCP"}]},
+        "spec": service_spec,
     })];
     // Versions come preferred first within a group; the APIService's
     // versionPriority says the same.
@@ -181,7 +216,7 @@ pub fn binding(inputs: &BindingInputs) -> Vec<Value> {
             "spec": {"group": gv.group, "version": gv.version,
                 "groupPriorityMinimum": 1000, "versionPriority": priority,
                 "caBundle": ca_bundle,
-                "service": {"namespace": NAMESPACE, "name": service, "port": inputs.service_port}},
+                "service": {"namespace": NAMESPACE, "name": service, "port": service_port}},
         }));
     }
     let provider_kubeconfig = json!({
@@ -224,8 +259,10 @@ mod tests {
             consumer: "abc123",
             export: "postgresql",
             bindery_url: "https://127.0.0.1:8443",
-            service_host: "localhost",
-            service_port: 8443,
+            reach: Reach::External {
+                host: "localhost",
+                port: 8443,
+            },
             serving_ca_pem: "-----BEGIN CERTIFICATE-----\n",
             group_versions: gvs,
             claims,
@@ -267,6 +304,28 @@ mod tests {
             assert_eq!(s["metadata"]["labels"][BINDING_LABEL], "postgresql");
         }
         assert_eq!(objects[0]["spec"]["externalName"], "localhost");
+        assert_eq!(objects[0]["spec"]["type"], "ExternalName");
+    }
+
+    #[test]
+    fn in_cluster_the_consumers_service_selects_binderys_pods() {
+        let gvs = [gv("db.example.com", "v1")];
+        let mut inputs = inputs(&gvs, &[]);
+        inputs.reach = Reach::InCluster;
+        let objects = binding(&inputs);
+        let service = &objects[0];
+        assert_eq!(service["metadata"]["name"], "bindery-abc123");
+        assert_eq!(service["spec"]["type"], "ClusterIP");
+        assert_eq!(service["spec"]["externalName"], Value::Null);
+        assert_eq!(
+            service["spec"]["selector"][SERVER_POD_LABEL.0],
+            SERVER_POD_LABEL.1
+        );
+        assert_eq!(service["spec"]["ports"][0]["port"], 443);
+        assert_eq!(service["spec"]["ports"][0]["targetPort"], "https");
+        let api_service = objects.iter().find(|o| o["kind"] == "APIService").unwrap();
+        assert_eq!(api_service["spec"]["service"]["port"], 443);
+        assert_eq!(api_service["spec"]["service"]["name"], "bindery-abc123");
     }
 
     #[test]

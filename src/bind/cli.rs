@@ -6,7 +6,7 @@
 //! serves them. `-o yaml` prints the app-cluster objects instead of applying
 //! them. unbind removes exactly what bind made.
 
-use super::app_objects::{self, BindingInputs, MANAGED_BY};
+use super::app_objects::{self, BindingInputs, MANAGED_BY, Reach};
 use super::wire::{
     BindRequest, BindingState, Offers, Progress, Registration, SessionCreated, SessionState,
     UnbindRequest,
@@ -49,6 +49,9 @@ pub struct BindOptions {
     /// The DNS name the app cluster's aggregator reaches bindery at
     /// (default: the URL's host, `localhost` for loopback addresses).
     pub service_host: Option<String>,
+    /// bindery runs in the app cluster itself (`deploy/bindery/`): the
+    /// consumer's Service selects its pods instead of naming a host.
+    pub in_cluster: bool,
     pub timeout: Duration,
 }
 
@@ -295,12 +298,19 @@ async fn bind_template(
         .service_host
         .clone()
         .unwrap_or_else(|| loopback_as_localhost(url.host().unwrap_or("localhost")));
+    let reach = if options.in_cluster {
+        Reach::InCluster
+    } else {
+        Reach::External {
+            host: &service_host,
+            port: url.port_u16().unwrap_or(443),
+        }
+    };
     let inputs = BindingInputs {
         consumer: &state.consumer,
         export: &state.export,
         bindery_url: &bindery.url,
-        service_host: &service_host,
-        service_port: url.port_u16().unwrap_or(443),
+        reach,
         serving_ca_pem: &state.serving_ca,
         group_versions: &state.group_versions,
         claims: &state.claims,

@@ -234,6 +234,51 @@ fn kubectl_against_the_app_cluster_uses_the_bound_api_under_its_rbac() {
     }
     app.kubectl_with_stdin(&["apply", "--dry-run=server", "-f", "-"], Some(&printed));
 
+    // With bindery in the app cluster (deploy/bindery/), the consumer's
+    // Service selects bindery's pods; the app cluster accepts that, and the
+    // deployment itself.
+    let in_cluster = succeeded(
+        "bind --in-cluster -o yaml",
+        &bindery_cli(
+            "bind",
+            &token,
+            &["--template", "postgresql", "--in-cluster", "-o", "yaml"],
+        ),
+    );
+    for expected in [
+        "type: ClusterIP",
+        "app.kubernetes.io/name: bindery-server",
+        "targetPort: https",
+        "port: 443",
+    ] {
+        assert!(
+            in_cluster.contains(expected),
+            "{expected} in:\n{in_cluster}"
+        );
+    }
+    assert!(!in_cluster.contains("ExternalName"), "{in_cluster}");
+    // Over the ExternalName Service of this binding, applied as bind applies
+    // (server-side, as its field manager), so the old port goes.
+    app.kubectl_with_stdin(
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager=bindery-bind",
+            "--force-conflicts",
+            "--dry-run=server",
+            "-f",
+            "-",
+        ],
+        Some(&in_cluster),
+    );
+    let manifest = crate::fixture::repo_root().join("deploy/bindery/bindery.yaml");
+    app.kubectl(&[
+        "apply",
+        "--dry-run=server",
+        "-f",
+        &manifest.to_string_lossy(),
+    ]);
+
     // Unbind removes what bind made, and the export in the provider.
     succeeded("unbind", &bindery_cli("unbind", &token, &["postgresql"]));
     for gone in [

@@ -26,3 +26,4 @@ pub mod server;
 pub mod status;
 pub mod translate;
 pub mod upstream;
+pub mod workspace;

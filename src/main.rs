@@ -162,6 +162,10 @@ struct ServeArgs {
     /// Also run the provider-side controllers (leader-elected).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     controllers: bool,
+    /// The URL the provider's controllers reach bindery at (default: https://<listen address>): each export
+    /// publishes its virtual workspace under it.
+    #[arg(long)]
+    external_url: Option<String>,
     #[command(flatten)]
     lease: LeaseArgs,
 }
@@ -174,6 +178,10 @@ struct ControllersArgs {
     /// Consumer cluster namespaces are `<prefix><consumer>` (kube-bind's Helm default).
     #[arg(long, default_value = "kube-bind-")]
     cluster_namespace_prefix: String,
+    /// The URL the provider's controllers reach bindery at: each export
+    /// publishes its virtual workspace under it.
+    #[arg(long)]
+    external_url: Option<String>,
     #[command(flatten)]
     lease: LeaseArgs,
 }
@@ -316,9 +324,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         provider_kubeconfig: args.provider_kubeconfig,
         listen: args.listen,
         pki: args.pki,
-        controllers: args
-            .controllers
-            .then(|| args.lease.options(&args.cluster_namespace_prefix)),
+        controllers: args.controllers.then(|| {
+            let mut options = args.lease.options(&args.cluster_namespace_prefix);
+            options.external_url = args.external_url;
+            options
+        }),
         cluster_namespace_prefix: args.cluster_namespace_prefix,
     }))
 }
@@ -327,7 +337,8 @@ fn controllers(args: ControllersArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         let client = bindery::serve::provider_client(args.provider_kubeconfig.as_deref()).await?;
-        let options = args.lease.options(&args.cluster_namespace_prefix);
+        let mut options = args.lease.options(&args.cluster_namespace_prefix);
+        options.external_url = args.external_url;
         println!("bindery controllers: {}", options.lease.identity);
         tokio::select! {
             _ = bindery::controllers::run(client, options) => {}

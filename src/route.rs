@@ -46,6 +46,14 @@ pub enum Endpoint {
     /// the path: an app cluster's aggregation layer, whose TLS server name
     /// says the consumer (see `crate::aggregation`).
     Aggregated { path: ApiPath },
+    /// `/services/export/<export>/clusters/<consumer or *>/...`: the virtual
+    /// workspace of an export for the provider's controllers
+    /// (`crate::workspace`). `consumer` is `None` for `*`, every consumer.
+    Workspace {
+        export: String,
+        consumer: Option<ConsumerId>,
+        path: ApiPath,
+    },
     /// `/healthz`, `/livez`, `/readyz` of bindery itself.
     Health,
     /// `/bind/...`: the binding API and page (`crate::bind`), with the
@@ -181,11 +189,38 @@ pub fn parse(path: &str) -> Endpoint {
             },
             None => Endpoint::Unknown,
         },
+        [
+            "services",
+            "export",
+            export,
+            "clusters",
+            consumer,
+            rest @ ..,
+        ] if is_export_key(export) => {
+            let consumer = match *consumer {
+                "*" => None,
+                id => match ConsumerId::parse(id) {
+                    Some(id) => Some(id),
+                    None => return Endpoint::Unknown,
+                },
+            };
+            Endpoint::Workspace {
+                export: export.to_string(),
+                consumer,
+                path: parse_api(rest),
+            }
+        }
         ["api" | "apis" | "openapi" | "version", ..] => Endpoint::Aggregated {
             path: parse_api(&segments),
         },
         _ => Endpoint::Unknown,
     }
+}
+
+/// An export's name (a DNS subdomain, as object names are) or its identity
+/// hash (64 lower-case hex digits, which is also such a name).
+fn is_export_key(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
 /// Splits a path into its percent-decoded segments; `None` for a relative
@@ -455,6 +490,42 @@ mod tests {
     fn segments_are_percent_decoded() {
         let r = resource("/clusters/c1/apis/g.io/v1/namespaces/%64efault/widgets");
         assert_eq!(r.namespace.as_deref(), Some("default"));
+    }
+
+    #[test]
+    fn workspace_paths_name_the_export_and_one_or_every_consumer() {
+        match parse("/services/export/postgresql/clusters/*/apis/db.example.com/v1/things") {
+            Endpoint::Workspace {
+                export,
+                consumer: None,
+                path: ApiPath::Resource(r),
+            } => {
+                assert_eq!(export, "postgresql");
+                assert_eq!(
+                    (r.group.as_str(), r.resource.as_str()),
+                    ("db.example.com", "things")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse("/services/export/postgresql/clusters/c1/apis") {
+            Endpoint::Workspace {
+                consumer: Some(c),
+                path: ApiPath::GroupList,
+                ..
+            } => assert_eq!(c.as_str(), "c1"),
+            other => panic!("{other:?}"),
+        }
+        for unknown in [
+            "/services/export/Postgres/clusters/*/apis",
+            "/services/export/postgresql/clusters/C1/apis",
+            "/services/export/postgresql/clusters/**/apis",
+            "/services/export/postgresql/apis",
+            "/services/other/postgresql/clusters/*/apis",
+            "/services/export/a..b/clusters/*/apis",
+        ] {
+            assert_eq!(parse(unknown), Endpoint::Unknown, "{unknown}");
+        }
     }
 
     proptest::proptest! {

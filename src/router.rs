@@ -87,6 +87,18 @@ where
                 Err(too_large) => error(&too_large),
             };
         }
+        Endpoint::Workspace {
+            export,
+            consumer,
+            path,
+        } => {
+            return match read_body(body).await {
+                Ok(body) => {
+                    crate::workspace::serve(&app, &export, consumer, path, parts, body).await
+                }
+                Err(too_large) => error(&too_large),
+            };
+        }
         Endpoint::Consumer { path, .. } | Endpoint::Aggregated { path } => path,
     };
     let Some(user) = parts.extensions.get::<User>().cloned() else {

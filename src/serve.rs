@@ -66,9 +66,6 @@ pub async fn run(options: Options) -> Result<()> {
         base_roots,
     ));
     let catalog = catalog::watch::start(client.clone(), &options.cluster_namespace_prefix);
-    if let Some(controllers) = options.controllers {
-        tokio::spawn(crate::controllers::run(client.clone(), controllers));
-    }
     let (stop_tx, stop_rx) = signal::channel(false);
     let provider = client.clone();
     let app = Arc::new(App {
@@ -94,8 +91,14 @@ pub async fn run(options: Options) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .with_context(|| format!("listening on {}", options.listen))?;
-    catalog.wait_synced().await;
     let address = listener.local_addr()?;
+    if let Some(mut controllers) = options.controllers {
+        controllers.external_url = controllers
+            .external_url
+            .or_else(|| Some(listen_url(address)));
+        tokio::spawn(crate::controllers::run(client.clone(), controllers));
+    }
+    catalog.wait_synced().await;
     println!("bindery listening on https://{address}");
     tracing::info!(%address, "serving");
     let authenticators: Vec<Box<dyn Authenticator>> = vec![
@@ -115,6 +118,15 @@ pub async fn run(options: Options) -> Result<()> {
     };
     crate::server::run(app, tls, authenticators, listener, shutdown).await;
     Ok(())
+}
+
+/// `https://<address>`, with `localhost` for an unspecified address.
+fn listen_url(address: SocketAddr) -> String {
+    if address.ip().is_unspecified() {
+        format!("https://localhost:{}", address.port())
+    } else {
+        format!("https://{address}")
+    }
 }
 
 pub async fn provider_client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client> {

@@ -70,6 +70,14 @@ impl ConsumerView {
     }
 
     /// The served schemas, for discovery and OpenAPI.
+    /// This view narrowed to the resources bound through export `key` (its
+    /// name or identity hash).
+    pub fn through_export(mut self, key: &str) -> Self {
+        self.resources
+            .retain(|r| r.bound.export == key || r.bound.identity.as_str() == key);
+        self
+    }
+
     pub fn specs(&self) -> Vec<CustomResourceDefinitionSpec> {
         self.resources.iter().map(|r| r.spec.clone()).collect()
     }
@@ -125,6 +133,22 @@ impl Catalog {
             .into_iter()
             .map(|n| ((n.namespace.clone(), n.name.clone()), n))
             .collect();
+    }
+
+    /// The consumers with an export named `key`, or whose export's identity
+    /// hash is `key`, each with that export's name; sorted by consumer.
+    pub fn consumers_of(&self, key: &str) -> Vec<(ConsumerId, String)> {
+        let mut found: Vec<(ConsumerId, String)> = self
+            .exports
+            .values()
+            .filter(|e| e.name == key || e.identity.as_ref().is_some_and(|i| i.as_str() == key))
+            .filter_map(|e| {
+                let consumer = ConsumerId::parse(e.namespace.strip_prefix(&self.prefix)?)?;
+                Some((consumer, e.name.clone()))
+            })
+            .collect();
+        found.sort();
+        found
     }
 
     /// The view of `consumer`: each exported resource that has an identity
@@ -290,6 +314,36 @@ mod tests {
                 .resources
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn an_exports_consumers_are_found_by_name_or_identity_and_views_narrow_to_it() {
+        let mut catalog = Catalog::new("kube-bind-");
+        catalog.set_schemas([
+            schema("kube-bind-c1", "widgets"),
+            schema("kube-bind-c2", "widgets"),
+        ]);
+        catalog.set_exports([
+            export("kube-bind-c2", "w", "2026", Some(b"2")),
+            export("kube-bind-c1", "w", "2026", Some(b"1")),
+            export("kube-bind-c1", "other", "2027", Some(b"o")),
+            export("elsewhere", "w", "2026", Some(b"x")),
+        ]);
+        let id = |s: &str| ConsumerId::parse(s).unwrap();
+        assert_eq!(
+            catalog.consumers_of("w"),
+            vec![(id("c1"), "w".to_string()), (id("c2"), "w".to_string())],
+            "sorted, and only in cluster namespaces"
+        );
+        let identity = IdentityHash::of_secret(b"2");
+        assert_eq!(
+            catalog.consumers_of(identity.as_str()),
+            vec![(id("c2"), "w".to_string())]
+        );
+        assert!(catalog.consumers_of("missing").is_empty());
+        let view = catalog.view(&id("c1"));
+        assert_eq!(view.clone().through_export("w").resources.len(), 1);
+        assert!(view.through_export("other").resources.is_empty());
     }
 
     #[test]

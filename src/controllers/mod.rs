@@ -37,6 +37,9 @@ pub struct Context {
     pub provider_pretty_name: String,
     /// Clients to the consumers' app clusters.
     pub app_clusters: app_clusters::AppClusters,
+    /// bindery's URL for the provider's controllers, under which each export
+    /// publishes its virtual workspace; `None` publishes none.
+    pub external_url: Option<String>,
 }
 
 impl Context {
@@ -51,6 +54,8 @@ pub struct Options {
     pub prefix: String,
     pub provider_pretty_name: String,
     pub lease: leader::LeaseSettings,
+    /// See [`Context::external_url`].
+    pub external_url: Option<String>,
 }
 
 impl Options {
@@ -67,6 +72,7 @@ impl Options {
                 identity: format!("{host}-{}", std::process::id()),
                 duration: Duration::from_secs(15),
             },
+            external_url: None,
         }
     }
 }
@@ -78,6 +84,7 @@ pub async fn run(client: kube::Client, options: Options) {
         prefix: options.prefix,
         provider_pretty_name: options.provider_pretty_name,
         app_clusters: Default::default(),
+        external_url: options.external_url,
     });
     leader::lead(client, options.lease, move || {
         let context = context.clone();

@@ -15,7 +15,7 @@ use crate::translate::continue_token::ContinueTokens;
 use crate::translate::continue_token::TokenError;
 use crate::translate::objects::{Refusal, Visibility, object_up};
 use crate::translate::request::{ConsumerRequest, RequestError, request_down, token_scope};
-use crate::translate::response::{Translated, body_up, text_up};
+use crate::translate::response::{Translated, body_up, event_up, text_up};
 use crate::upstream::{BoxBody, Upstream};
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
@@ -83,16 +83,8 @@ impl Proxy {
         };
         let bound = &served.bound;
         check_scope(served, &request)?;
-        let query: Vec<(String, String)> = parts
-            .uri
-            .query()
-            .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
-            .unwrap_or_default();
-        let watch_query = query
-            .iter()
-            .find(|(k, _)| k == "watch")
-            .map(|(_, v)| v.as_str());
-        let Some(verb) = Verb::of(&parts.method, &request, watch_query) else {
+        let query = decoded_query(&parts.uri);
+        let Some(verb) = Verb::of_query(&parts.method, &request, parts.uri.query()) else {
             return Err(ApiError::method_not_allowed(
                 "",
                 &bound.group,
@@ -181,11 +173,10 @@ impl Proxy {
             }
         }
         if verb == Verb::Watch && head.status.is_success() {
+            let (bound, tokens) = (bound.clone(), self.tokens.clone());
             let body = watch::translate_stream(
                 upstream_body,
-                bound.clone(),
-                self.tokens.clone(),
-                scope,
+                Box::new(move |event| event_up(&bound, event, &tokens, &scope)),
                 self.shutdown.clone(),
             );
             let mut response = Response::new(body);
@@ -310,6 +301,13 @@ fn creates(verb: Verb, content_type: Option<&str>) -> bool {
     verb == Verb::Create
         || (verb == Verb::Patch
             && content_type.is_some_and(|ct| ct.starts_with("application/apply-patch")))
+}
+
+/// The request's query pairs, percent-decoded.
+pub fn decoded_query(uri: &http::Uri) -> Vec<(String, String)> {
+    uri.query()
+        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .unwrap_or_default()
 }
 
 fn header(parts: &http::request::Parts, name: http::header::HeaderName) -> Option<String> {

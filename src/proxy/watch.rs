@@ -3,23 +3,20 @@
 //! dropped. The stream ends when the provider ends it, the client goes away,
 //! or bindery shuts down.
 
-use crate::translate::BoundResource;
-use crate::translate::continue_token::ContinueTokens;
-use crate::translate::response::event_up;
 use crate::upstream::{BoxBody, BoxError};
 use bytes::{Bytes, BytesMut};
 use futures::{SinkExt, StreamExt};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
-use std::sync::Arc;
 use tokio::sync::watch as signal;
 
-/// Translates a watch response body.
+/// Rewrites one decoded event in place; `None` drops it.
+pub type EventTranslator = Box<dyn Fn(&mut serde_json::Value) -> Option<()> + Send>;
+
+/// Translates a watch response body, event by event, with `translate`.
 pub fn translate_stream(
     mut upstream: BoxBody,
-    bound: BoundResource,
-    tokens: Arc<ContinueTokens>,
-    scope: String,
+    translate: EventTranslator,
     mut shutdown: signal::Receiver<bool>,
 ) -> BoxBody {
     let (mut tx, rx) = futures::channel::mpsc::channel::<Bytes>(64);
@@ -37,7 +34,7 @@ pub fn translate_stream(
             pending.extend_from_slice(&data);
             while let Some(end) = pending.iter().position(|b| *b == b'\n') {
                 let line = pending.split_to(end + 1);
-                if let Some(out) = translate_line(&bound, &tokens, &scope, &line)
+                if let Some(out) = translate_line(&translate, &line)
                     && tx.send(out).await.is_err()
                 {
                     return;
@@ -45,7 +42,7 @@ pub fn translate_stream(
             }
         }
         if !pending.is_empty()
-            && let Some(out) = translate_line(&bound, &tokens, &scope, &pending)
+            && let Some(out) = translate_line(&translate, &pending)
         {
             let _ = tx.send(out).await;
         }
@@ -54,12 +51,7 @@ pub fn translate_stream(
 }
 
 /// One event line; `None` drops it.
-fn translate_line(
-    bound: &BoundResource,
-    tokens: &ContinueTokens,
-    scope: &str,
-    line: &[u8],
-) -> Option<Bytes> {
+fn translate_line(translate: &EventTranslator, line: &[u8]) -> Option<Bytes> {
     let trimmed = line.trim_ascii();
     if trimmed.is_empty() {
         return None;
@@ -69,7 +61,7 @@ fn translate_line(
         // Not JSON: nothing bindery can read, so nothing it may pass on.
         Err(_) => return None,
     };
-    event_up(bound, &mut event, tokens, scope)?;
+    translate(&mut event)?;
     let mut out = serde_json::to_vec(&event).expect("a JSON value serializes");
     out.push(b'\n');
     Some(Bytes::from(out))

@@ -15,6 +15,7 @@ pub mod objects;
 pub mod patch;
 pub mod request;
 pub mod response;
+pub mod workspace;
 
 pub use binding::{BoundResource, Isolation};
 pub use identity::IdentityHash;

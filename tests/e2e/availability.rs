@@ -123,7 +123,7 @@ fn second_bindery(relay: &Relay) -> SecondBindery {
         .arg(&path)
         .arg("--pki")
         .arg(&bindery().pki)
-        .env("RUST_LOG", "error")
+        .env("RUST_LOG", "error,kube_client=off")
         .stdout(Stdio::piped())
         .spawn()
         .expect("bindery starts");

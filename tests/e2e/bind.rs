@@ -6,10 +6,10 @@
 //! Binds use the app cluster's real identity, so one bind runs at a time
 //! ([`app_cluster_binds`]).
 
-use crate::binder::{binder_token, bindery_cli, bindery_command, succeeded};
+use crate::binder::{binder_token, bindery_cli, bindery_command, curl_with_token, succeeded};
 use crate::bindery::bindery;
 use crate::controllers::install_examples;
-use crate::fixture::{clusters, unique_name};
+use crate::fixture::{clusters, curl_json, unique_name};
 use bindery::controllers::naming::cluster_namespace;
 use serde_json::Value;
 use std::process::Command;
@@ -35,25 +35,11 @@ pub(crate) fn app_cluster_namespace() -> String {
 
 /// `method` on bindery's `/bind<path>` with a bearer `token`, or none.
 fn curl_bind(method: &str, path: &str, token: Option<&str>, body: Option<&str>) -> (u16, Value) {
-    let mut command = Command::new("curl");
-    command
-        .args(["-s", "-w", "\n%{http_code}", "-X", method, "--cacert"])
-        .arg(bindery().pki.join("bindery/serving-ca.crt"));
-    if let Some(token) = token {
-        command.args(["-H", &format!("Authorization: Bearer {token}")]);
-    }
-    if let Some(body) = body {
-        command.args(["-H", "Content-Type: application/json", "--data", body]);
-    }
-    let output = command
-        .arg(format!("{}/bind{path}", bindery().url))
-        .output()
-        .expect("curl runs");
-    let text = String::from_utf8_lossy(&output.stdout).to_string();
-    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
-    (
-        code.parse().unwrap_or(0),
-        serde_json::from_str(body).unwrap_or(Value::String(body.to_string())),
+    curl_with_token(
+        method,
+        &format!("{}/bind{path}", bindery().url),
+        token,
+        body,
     )
 }
 
@@ -254,22 +240,16 @@ fn client_certificate(
 
 /// GET bindery's `/bind/templates` with a client certificate.
 fn templates_with_certificate(cert: &std::path::Path, key: &std::path::Path) -> (u16, Value) {
-    let output = Command::new("curl")
-        .args(["-s", "-w", "\n%{http_code}", "--cacert"])
+    let mut command = Command::new("curl");
+    command
+        .arg("--cacert")
         .arg(bindery().pki.join("bindery/serving-ca.crt"))
         .arg("--cert")
         .arg(cert)
         .arg("--key")
         .arg(key)
-        .arg(format!("{}/bind/templates", bindery().url))
-        .output()
-        .expect("curl runs");
-    let text = String::from_utf8_lossy(&output.stdout).to_string();
-    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
-    (
-        code.parse().unwrap_or(0),
-        serde_json::from_str(body).unwrap_or(Value::Null),
-    )
+        .arg(format!("{}/bind/templates", bindery().url));
+    curl_json(command)
 }
 
 #[test]

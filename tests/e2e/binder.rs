@@ -80,3 +80,30 @@ pub fn succeeded(what: &str, output: &Output) -> String {
     );
     String::from_utf8_lossy(&output.stdout).to_string()
 }
+
+/// `method` on `url` at the test bindery (trusting its serving CA), with a
+/// bearer `token` and a JSON `body` if given; status and JSON body.
+pub fn curl_with_token(
+    method: &str,
+    url: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> (u16, serde_json::Value) {
+    let mut command = Command::new("curl");
+    command
+        .args(["-X", method, "--cacert"])
+        .arg(bindery().pki.join("bindery/serving-ca.crt"));
+    if let Some(token) = token {
+        command.args(["-H", &format!("Authorization: Bearer {token}")]);
+    }
+    if let Some(body) = body {
+        command.args([
+            "-H",
+            "Content-Type: application/json",
+            "--data-binary",
+            body,
+        ]);
+    }
+    command.arg(url);
+    crate::fixture::curl_json(command)
+}

@@ -207,3 +207,20 @@ pub fn unique_name(prefix: &str) -> String {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     format!("{prefix}-{}-{n}", std::process::id())
 }
+
+/// Runs a prepared `curl` command (this adds `-s` and the status code after
+/// the body) and returns the status (0 when no answer came) and the body as
+/// JSON, or as a JSON string when it is not JSON.
+#[allow(dead_code)] // the conformance binary makes no such requests
+pub fn curl_json(mut curl: Command) -> (u16, serde_json::Value) {
+    let output = curl
+        .args(["-s", "-w", "\n%{http_code}"])
+        .output()
+        .expect("curl runs");
+    let text = String::from_utf8_lossy(&output.stdout).to_string();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (
+        code.parse().unwrap_or(0),
+        serde_json::from_str(body).unwrap_or_else(|_| serde_json::Value::String(body.into())),
+    )
+}

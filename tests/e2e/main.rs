@@ -20,3 +20,4 @@ mod recording_server;
 mod serving;
 mod smoke;
 mod tokens;
+mod workspace;

@@ -187,10 +187,23 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
             )
             .await?;
     }
-    if outcome.conditions != current {
+    let workspace_url = context
+        .external_url
+        .as_deref()
+        .map(|base| workspace_url(base, &export.name_any()));
+    let published = export
+        .status
+        .as_ref()
+        .and_then(|s| s.virtual_workspace_url.clone());
+    let publish = workspace_url.is_some() && workspace_url != published;
+    if outcome.conditions != current || publish {
         if outcome.serving_stopped() != flow::serving_stopped(&current) {
             tracing::info!(export = %export.name_any(), %namespace,
                 stopped = outcome.serving_stopped(), "export serving changes");
+        }
+        let mut status = json!({"conditions": outcome.conditions});
+        if publish {
+            status["virtualWorkspaceURL"] = json!(workspace_url);
         }
         Api::<APIServiceExport>::namespaced(client.clone(), &namespace)
             .patch_status(
@@ -198,7 +211,7 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
                 &PatchParams::default(),
                 &Patch::Merge(json!({
                     "metadata": {"resourceVersion": export.resource_version()},
-                    "status": {"conditions": outcome.conditions},
+                    "status": status,
                 })),
             )
             .await?;
@@ -216,6 +229,15 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
     } else {
         Duration::from_secs(120)
     }))
+}
+
+/// The virtual workspace of export `name`, every consumer at once, under
+/// bindery's `base` URL.
+fn workspace_url(base: &str, name: &str) -> String {
+    format!(
+        "{}/services/export/{name}/clusters/*",
+        base.trim_end_matches('/')
+    )
 }
 
 /// Writes the export's side of the app cluster's APIServiceBinding status

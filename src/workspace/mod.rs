@@ -1,0 +1,137 @@
+//! The virtual workspace of an export, for the provider's controllers:
+//! `/services/export/<export>/clusters/<consumer or *>/...`. Callers show
+//! provider credentials (a client certificate of the provider's client CA,
+//! or a token the provider accepts) and are authorized by a
+//! SubjectAccessReview in the provider on the export's `content`
+//! subresource, with the verb they ask for. One consumer's path serves
+//! exactly what that consumer sees of the export, writes included; `*` lists
+//! and watches across every consumer of the export ([`wildcard`]).
+
+pub mod wildcard;
+
+use crate::authz::attributes::{Attributes, RequestUser};
+use crate::bind::binder::{self, Caller};
+use crate::catalog::ConsumerView;
+use crate::proxy::error;
+use crate::route::{ApiPath, ConsumerId, ResourceRequest, Verb};
+use crate::router::App;
+use crate::status::ApiError;
+use crate::translate::workspace::without_consumer_annotation;
+use crate::upstream::BoxBody;
+use bytes::Bytes;
+use http::Response;
+
+/// The group, version and resource whose `content` subresource the
+/// workspace is authorized on.
+const EXPORT_GROUP: &str = "kube-bind.io";
+const EXPORT_VERSION: &str = "v1alpha2";
+const EXPORT_RESOURCE: &str = "apiserviceexports";
+const CONTENT: &str = "content";
+
+/// Decisions of the provider are cached apart from every consumer's (a
+/// consumer id is a DNS label, so it never contains `@`).
+const PROVIDER_CACHE_KEY: &str = "@provider";
+
+/// Serves one workspace request.
+pub async fn serve(
+    app: &App,
+    export: &str,
+    consumer: Option<ConsumerId>,
+    path: ApiPath,
+    parts: http::request::Parts,
+    body: Bytes,
+) -> Response<BoxBody> {
+    match try_serve(app, export, consumer, path, parts, body).await {
+        Ok(response) => response,
+        Err(e) => error(&e),
+    }
+}
+
+async fn try_serve(
+    app: &App,
+    export: &str,
+    consumer: Option<ConsumerId>,
+    path: ApiPath,
+    parts: http::request::Parts,
+    body: Bytes,
+) -> Result<Response<BoxBody>, ApiError> {
+    let caller = Caller {
+        headers: &parts.headers,
+        peer: parts.extensions.get(),
+    };
+    let user = binder::authenticate(
+        &app.bind.provider,
+        app.bind.provider_client_ca.as_ref(),
+        &caller,
+    )
+    .await?
+    .ok_or_else(ApiError::unauthorized)?;
+    let (consumers, export_name) = app.catalog.read(|catalog| {
+        let all = catalog.consumers_of(export);
+        let name = all.first().map(|(_, name)| name.clone());
+        (all, name)
+    });
+    let chosen: Vec<ConsumerId> = match &consumer {
+        Some(one) => consumers
+            .iter()
+            .filter(|(c, _)| c == one)
+            .map(|(c, _)| c.clone())
+            .collect(),
+        None => consumers.into_iter().map(|(c, _)| c).collect(),
+    };
+    let Some(export_name) = export_name.filter(|_| !chosen.is_empty()) else {
+        return Err(ApiError::page_not_found());
+    };
+    let views: Vec<ConsumerView> = app.catalog.read(|catalog| {
+        chosen
+            .iter()
+            .map(|c| catalog.view(c).through_export(export))
+            .collect()
+    });
+    let verb = match &path {
+        ApiPath::Resource(request) => Verb::of_query(&parts.method, request, parts.uri.query()),
+        _ => Some(Verb::Get),
+    };
+    if let Some(verb) = verb {
+        let namespace = consumer
+            .as_ref()
+            .and_then(|_| views.first().map(|v| v.cluster_namespace.clone()));
+        authorize(app, user, verb, &export_name, namespace).await?;
+    }
+    let first = views.first().expect("one view per chosen consumer");
+    if let Some(response) = crate::documents::serve(first, &path, &parts.headers) {
+        return Ok(response);
+    }
+    let ApiPath::Resource(request) = path else {
+        return Err(ApiError::page_not_found());
+    };
+    if consumer.is_none() {
+        return wildcard::serve(app, export, &views, request, parts).await;
+    }
+    let body = without_consumer_annotation(&body).map_or(body, Bytes::from);
+    Ok(app.proxy.serve(first, request, parts, body).await)
+}
+
+/// The provider must allow `user` `verb` on the export's content: in the
+/// consumer's cluster namespace for one consumer, in every namespace for all.
+async fn authorize(
+    app: &App,
+    user: RequestUser,
+    verb: Verb,
+    export: &str,
+    namespace: Option<String>,
+) -> Result<(), ApiError> {
+    let request = ResourceRequest {
+        group: EXPORT_GROUP.into(),
+        version: EXPORT_VERSION.into(),
+        namespace,
+        resource: EXPORT_RESOURCE.into(),
+        name: Some(export.into()),
+        subresource: Some(CONTENT.into()),
+        watch_prefix: false,
+    };
+    let attributes = Attributes::of(user, verb, &request);
+    app.authorizer
+        .authorize(&app.bind.provider, PROVIDER_CACHE_KEY, &attributes)
+        .await
+}

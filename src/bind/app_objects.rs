@@ -239,6 +239,7 @@ pub fn binding(inputs: &BindingInputs) -> Vec<Value> {
         .cloned()
         .map(|c| AcceptablePermissionClaim::new(c, ClaimState::Accepted))
         .collect();
+    objects.extend(claim_access(inputs.export, inputs.claims));
     objects.push(json!({
         "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceBinding",
         "metadata": {"name": inputs.export, "labels": labels},
@@ -248,6 +249,48 @@ pub fn binding(inputs: &BindingInputs) -> Vec<Value> {
         },
     }));
     objects
+}
+
+/// What the account may do with the claimed resources of `export`: read
+/// them (provider controllers read consumer-owned ones through the virtual
+/// workspace) and, for provider-owned ones, keep the copies the provider
+/// writes. Nothing when the export claims nothing.
+fn claim_access(export: &str, claims: &[PermissionClaim]) -> Vec<Value> {
+    if claims.is_empty() {
+        return Vec::new();
+    }
+    let mut rules: Vec<Value> = Vec::new();
+    for claim in claims {
+        let mut verbs = vec!["get", "list", "watch"];
+        if claim.selector.owner == Some(crate::api::ClaimOwner::Provider) {
+            verbs.extend(["create", "update", "patch", "delete"]);
+        }
+        let rule =
+            json!({"apiGroups": [claim.group], "resources": [claim.resource], "verbs": verbs});
+        if !rules.contains(&rule) {
+            rules.push(rule);
+        }
+    }
+    let name = claims_role_name(export);
+    let labels = binding_labels(export);
+    vec![
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": labels},
+            "rules": rules,
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": name, "labels": labels},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": NAMESPACE}],
+        }),
+    ]
+}
+
+/// The ClusterRole (and its binding) of `export`'s claims.
+pub fn claims_role_name(export: &str) -> String {
+    format!("bindery:claims:{export}")
 }
 
 #[cfg(test)]
@@ -350,6 +393,37 @@ mod tests {
                 .unwrap()
                 .contains("https://127.0.0.1:8443")
         );
+    }
+
+    #[test]
+    fn claims_give_the_account_exactly_the_claimed_resources() {
+        let claims: Vec<PermissionClaim> = serde_json::from_value(json!([
+            {"group": "", "resource": "secrets", "selector": {"owner": "Provider"}},
+            {"group": "", "resource": "configmaps", "selector": {"owner": "Consumer"}},
+        ]))
+        .unwrap();
+        let objects = binding(&inputs(&[], &claims));
+        let role = objects
+            .iter()
+            .find(|o| o["kind"] == "ClusterRole")
+            .expect("a role for the claims");
+        assert_eq!(role["metadata"]["name"], "bindery:claims:postgresql");
+        assert_eq!(role["metadata"]["labels"][BINDING_LABEL], "postgresql");
+        assert_eq!(
+            role["rules"],
+            json!([
+                {"apiGroups": [""], "resources": ["secrets"],
+                    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]},
+            ])
+        );
+        let bound = objects
+            .iter()
+            .find(|o| o["kind"] == "ClusterRoleBinding")
+            .unwrap();
+        assert_eq!(bound["subjects"][0]["name"], ACCOUNT);
+        let unclaimed = binding(&inputs(&[], &[]));
+        assert!(!unclaimed.iter().any(|o| o["kind"] == "ClusterRole"));
     }
 
     #[test]

@@ -589,6 +589,7 @@ fn plural_of(kind: &str) -> Option<&'static str> {
         "Namespace" => "namespaces",
         "ServiceAccount" => "serviceaccounts",
         "Secret" => "secrets",
+        "ConfigMap" => "configmaps",
         "Service" => "services",
         "ClusterRole" => "clusterroles",
         "ClusterRoleBinding" => "clusterrolebindings",
@@ -691,6 +692,7 @@ async fn delete_labelled(app: &kube::Client, labels: &str) -> Result<()> {
         ("kube-bind.io/v1alpha2", "APIServiceBinding", false),
         ("apiregistration.k8s.io/v1", "APIService", false),
         ("v1", "Secret", true),
+        ("v1", "ConfigMap", true),
         ("v1", "Service", true),
         ("v1", "ServiceAccount", true),
         ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", false),
@@ -700,18 +702,20 @@ async fn delete_labelled(app: &kube::Client, labels: &str) -> Result<()> {
     ];
     for (api_version, kind, namespaced) in kinds {
         let resource = resource_of(api_version, kind)?;
-        let api = if namespaced {
-            dynamic(app, &resource, Some(app_objects::NAMESPACE))
-        } else {
-            dynamic(app, &resource, None)
-        };
-        let found = match api.list(&ListParams::default().labels(labels)).await {
+        // Namespaced kinds in every namespace: the claimed objects copied
+        // into consumer namespaces carry the binding's labels too.
+        let found = match dynamic(app, &resource, None)
+            .list(&ListParams::default().labels(labels))
+            .await
+        {
             Ok(list) => list.items,
             Err(kube::Error::Api(s)) if s.code == 404 => continue,
             Err(e) => return Err(e.into()),
         };
         for object in found {
-            let name = object.metadata.name.unwrap_or_default();
+            let name = object.metadata.name.clone().unwrap_or_default();
+            let namespace = object.metadata.namespace.clone();
+            let api = dynamic(app, &resource, namespace.as_deref().filter(|_| namespaced));
             match api.delete(&name, &DeleteParams::default()).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(s)) if s.code == 404 => {}

@@ -5,10 +5,13 @@
 //! - `export`: each export's identity, RBAC and finalizer (`deletion`);
 //! - `export_status`: each export's status, following kube-bind's flow;
 //! - `schema`: BoundSchemas following their CRDs, breaking changes held back;
+//! - `claim_sync`: provider-owned claimed Secrets/ConfigMaps copied into the
+//!   app clusters that accepted the claim;
 //! - `identity`, `rbac`, `naming`, `conditions`, `runner`, `app_clusters`:
 //!   what those share.
 
 pub mod app_clusters;
+pub mod claim_sync;
 pub mod conditions;
 pub mod deletion;
 pub mod export;
@@ -93,7 +96,8 @@ pub async fn run(client: kube::Client, options: Options) {
                 request::run(context.clone()),
                 export::run(context.clone()),
                 export_status::run(context.clone()),
-                schema::run(context.clone())
+                schema::run(context.clone()),
+                claim_sync::run(context.clone())
             );
         }
     })

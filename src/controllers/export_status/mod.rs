@@ -323,7 +323,7 @@ async fn bound_api_services(
 
 /// The consumer's binding of `export`, as far as its app cluster tells; when
 /// present, also the app cluster's client and the binding itself.
-async fn binding(
+pub(crate) async fn binding(
     context: &Context,
     namespace: &str,
     export: &str,

@@ -1,0 +1,309 @@
+//! Provider-owned claimed Secrets and ConfigMaps into the app cluster.
+//! Workloads mount them, so they are the one thing bindery writes into an
+//! app cluster. The flow is one way: from the consumer's provider namespaces
+//! into the same-named consumer namespaces. Only objects covered by a claim
+//! that the consumer accepted in its APIServiceBinding are copied. A copy
+//! follows its source. It is deleted when the source is deleted, when the
+//! source stops matching, or when the claim is rejected. A consumer's own
+//! object of the same name is never overwritten. Triggered by provider
+//! Secrets; ConfigMaps and the app cluster's decisions are picked up by a
+//! short requeue.
+
+use super::deletion::namespaced_resource;
+use super::export_status::binding;
+use super::{Context, runner};
+use crate::api::keys::OWNER_LABEL;
+use crate::api::{APIServiceExport, APIServiceNamespace, ClaimOwner, PermissionClaim};
+use crate::bind::app_objects::{BINDING_LABEL, MANAGED_BY};
+use crate::translate::claim_filter::{ClaimedObject, covers};
+use crate::translate::identity::is_reserved_label;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+const WHAT: &str = "copying claimed objects into an app cluster";
+/// The field manager of the copies.
+const FIELD_MANAGER: &str = "bindery-claims";
+/// Marks a copy (beside the binding's labels), so that nothing else bind
+/// made is ever taken for one.
+pub const COPY_LABEL: &str = "bindery.dev/claimed";
+/// How often an export's copies are checked without a Secret changing.
+const RESYNC: Duration = Duration::from_secs(5);
+
+/// The kinds that are copied: the core group's Secrets and ConfigMaps.
+const COPIED: [(&str, &str); 2] = [("secrets", "Secret"), ("configmaps", "ConfigMap")];
+
+/// Runs the controller until it is dropped.
+pub async fn run(context: Arc<Context>) {
+    runner::run(context, WHAT, in_consumer_namespace, reconcile).await;
+}
+
+/// A Secret in one of the export's consumer's provider namespaces.
+fn in_consumer_namespace(export: &APIServiceExport, secret: &Secret) -> bool {
+    let (Some(cluster), Some(namespace)) = (export.namespace(), secret.namespace()) else {
+        return false;
+    };
+    namespace
+        .strip_prefix(&cluster)
+        .is_some_and(|rest| rest.starts_with('-'))
+}
+
+async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube::Result<Action> {
+    let provider_claims: Vec<&PermissionClaim> = export
+        .spec
+        .permission_claims
+        .iter()
+        .filter(|c| COPIED.iter().any(|(plural, _)| is_provider_claim(c, plural)))
+        .collect();
+    if provider_claims.is_empty() || export.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let cluster_namespace = export.namespace().unwrap_or_default();
+    let name = export.name_any();
+    let (_, Some((app, app_binding))) = binding(&context, &cluster_namespace, &name).await? else {
+        // No app cluster to write to (yet): nothing can be copied or removed.
+        return Ok(Action::requeue(RESYNC));
+    };
+    // Only what the provider claims and the consumer accepted, as offered.
+    let accepted: Vec<&PermissionClaim> = provider_claims
+        .into_iter()
+        .filter(|claim| {
+            app_binding
+                .spec
+                .permission_claims
+                .iter()
+                .any(|a| a.is_accepted() && a.claim() == **claim)
+        })
+        .collect();
+    let records =
+        Api::<APIServiceNamespace>::namespaced(context.client.clone(), &cluster_namespace)
+            .list(&ListParams::default())
+            .await?;
+    for (plural, kind) in COPIED {
+        // A kind the export never claimed has no copies, and bindery no
+        // access to it in the app cluster.
+        if !provider_claims_of(&export, plural) {
+            continue;
+        }
+        let claims: Vec<&PermissionClaim> = accepted
+            .iter()
+            .copied()
+            .filter(|c| c.resource == plural)
+            .collect();
+        let Some(resource) = namespaced_resource(&context.client, "", plural).await? else {
+            continue;
+        };
+        let mut wanted = Vec::new();
+        if !claims.is_empty() {
+            for record in &records {
+                let Some(provider_namespace) =
+                    record.status.as_ref().and_then(|s| s.namespace.clone())
+                else {
+                    continue;
+                };
+                let consumer_namespace = record.name_any();
+                let sources: Api<DynamicObject> =
+                    Api::namespaced_with(context.client.clone(), &provider_namespace, &resource);
+                for source in sources.list(&ListParams::default()).await? {
+                    let object = serde_json::to_value(&source).unwrap_or_default();
+                    let covered = claims.iter().any(|claim| {
+                        covers(
+                            claim,
+                            &ClaimedObject {
+                                name: &source.name_any(),
+                                consumer_namespace: Some(&consumer_namespace),
+                                labels: source.labels(),
+                                side: ClaimOwner::Provider,
+                            },
+                        )
+                    });
+                    if covered && source.metadata.deletion_timestamp.is_none() {
+                        wanted.push(copy_of(&object, kind, &consumer_namespace, &name));
+                    }
+                }
+            }
+        }
+        sync_copies(&app, &resource, &name, &wanted).await?;
+    }
+    Ok(Action::requeue(RESYNC))
+}
+
+/// A claim on the core group's `plural` of objects the provider owns.
+fn is_provider_claim(claim: &PermissionClaim, plural: &str) -> bool {
+    claim.group.is_empty()
+        && claim.resource == plural
+        && claim.selector.owner == Some(ClaimOwner::Provider)
+}
+
+fn provider_claims_of(export: &APIServiceExport, plural: &str) -> bool {
+    export
+        .spec
+        .permission_claims
+        .iter()
+        .any(|c| is_provider_claim(c, plural))
+}
+
+/// Makes the app cluster's copies of `export` exactly `wanted`: applies each
+/// (unless a same-named object there is not a copy) and deletes the rest.
+async fn sync_copies(
+    app: &kube::Client,
+    resource: &kube::api::ApiResource,
+    export: &str,
+    wanted: &[Value],
+) -> kube::Result<()> {
+    let existing = Api::<DynamicObject>::all_with(app.clone(), resource)
+        .list(&ListParams::default().labels(&copy_selector(export)))
+        .await?;
+    let key = |namespace: &str, name: &str| format!("{namespace}/{name}");
+    let wanted_keys: BTreeSet<String> = wanted
+        .iter()
+        .map(|w| {
+            key(
+                w["metadata"]["namespace"].as_str().unwrap_or_default(),
+                w["metadata"]["name"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    for copy in &existing {
+        let namespace = copy.namespace().unwrap_or_default();
+        if !wanted_keys.contains(&key(&namespace, &copy.name_any())) {
+            let api: Api<DynamicObject> = Api::namespaced_with(app.clone(), &namespace, resource);
+            match api.delete(&copy.name_any(), &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(error) => return Err(error),
+            }
+        }
+    }
+    for copy in wanted {
+        let namespace = copy["metadata"]["namespace"].as_str().unwrap_or_default();
+        let name = copy["metadata"]["name"].as_str().unwrap_or_default();
+        let api: Api<DynamicObject> = Api::namespaced_with(app.clone(), namespace, resource);
+        match api.get_opt(name).await {
+            Ok(Some(present)) if !present.labels().contains_key(COPY_LABEL) => {
+                tracing::warn!(%namespace, %name, kind = %resource.kind,
+                    "the app cluster has its own object of a claimed name; not overwritten");
+                continue;
+            }
+            Err(error) => return Err(error),
+            _ => {}
+        }
+        match api
+            .patch(
+                name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(copy),
+            )
+            .await
+        {
+            Ok(_) => {}
+            // A consumer namespace the app cluster does not have (any
+            // more): nothing to copy into.
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(())
+}
+
+/// The label selector of `export`'s copies.
+pub fn copy_selector(export: &str) -> String {
+    format!("{BINDING_LABEL}={export},{COPY_LABEL}")
+}
+
+/// The app cluster's copy of provider object `source` (a Secret or a
+/// ConfigMap), in `consumer_namespace`: its content and its own labels and
+/// annotations. bindery's reserved labels, the owner label and anything
+/// naming the provider's namespace or identity are left out.
+pub fn copy_of(source: &Value, kind: &str, consumer_namespace: &str, export: &str) -> Value {
+    let metadata = &source["metadata"];
+    let mut labels: serde_json::Map<String, Value> = metadata["labels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| !is_reserved_label(k) && k.as_str() != OWNER_LABEL)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    labels.insert(MANAGED_BY.0.into(), json!(MANAGED_BY.1));
+    labels.insert(BINDING_LABEL.into(), json!(export));
+    labels.insert(COPY_LABEL.into(), json!("true"));
+    let annotations: serde_json::Map<String, Value> = metadata["annotations"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| !k.starts_with("kubectl.kubernetes.io/") && !k.starts_with("bindery.dev/"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let mut copy = json!({
+        "apiVersion": "v1", "kind": kind,
+        "metadata": {"name": metadata["name"], "namespace": consumer_namespace, "labels": labels},
+    });
+    if !annotations.is_empty() {
+        copy["metadata"]["annotations"] = Value::Object(annotations);
+    }
+    for field in ["data", "binaryData", "type", "immutable"] {
+        if let Some(value) = source.get(field).filter(|v| !v.is_null()) {
+            copy[field] = value.clone();
+        }
+    }
+    copy
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_copy_carries_the_content_and_the_consumers_terms_only() {
+        let source = json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {
+                "name": "orders-credentials", "namespace": "kube-bind-abc-default",
+                "uid": "u", "resourceVersion": "7", "ownerReferences": [{"name": "x"}],
+                "labels": {"app.kubernetes.io/part-of": "postgresql",
+                    "bindery.dev/export": "0123", "kube-bind.io/owner": "Provider"},
+                "annotations": {"note": "kept",
+                    "kubectl.kubernetes.io/last-applied-configuration": "{}"},
+            },
+            "data": {"password": "c2VjcmV0"},
+        });
+        let copy = copy_of(&source, "Secret", "default", "postgresql");
+        assert_eq!(
+            copy,
+            json!({
+                "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {
+                    "name": "orders-credentials", "namespace": "default",
+                    "labels": {"app.kubernetes.io/part-of": "postgresql",
+                        "app.kubernetes.io/managed-by": "bindery",
+                        "bindery.dev/binding": "postgresql", "bindery.dev/claimed": "true"},
+                    "annotations": {"note": "kept"},
+                },
+                "data": {"password": "c2VjcmV0"},
+            })
+        );
+        assert!(
+            !copy.to_string().contains("kube-bind-abc"),
+            "no provider namespace"
+        );
+    }
+
+    #[test]
+    fn a_config_map_keeps_its_binary_data_and_the_selector_names_copies_only() {
+        let source = json!({"kind": "ConfigMap", "metadata": {"name": "c"},
+            "data": {"a": "b"}, "binaryData": {"z": "AA=="}, "immutable": true});
+        let copy = copy_of(&source, "ConfigMap", "team", "db");
+        assert_eq!(copy["binaryData"], json!({"z": "AA=="}));
+        assert_eq!(copy["immutable"], json!(true));
+        assert_eq!(copy["metadata"]["annotations"], Value::Null);
+        assert_eq!(
+            copy_selector("db"),
+            "bindery.dev/binding=db,bindery.dev/claimed"
+        );
+    }
+}

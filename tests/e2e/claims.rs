@@ -1,0 +1,187 @@
+//! Provider-owned claimed Secrets in the app cluster, against the real
+//! clusters: bound with `bindery bind` (postgresql claims provider Secrets
+//! labelled `app.kubernetes.io/part-of=postgresql`), a covered Secret in the
+//! consumer's provider namespace appears in the app namespace and follows
+//! its source. It goes when the source stops matching, comes back when it
+//! matches again, and goes when the claim is rejected or the source deleted.
+//! An uncovered Secret never appears, and a consumer's own Secret of the
+//! same name is never overwritten.
+
+use crate::bind::{app_cluster_binds, app_cluster_namespace};
+use crate::binder::{binder_token, bindery_cli, succeeded};
+use crate::controllers::install_examples;
+use crate::fixture::{clusters, unique_name};
+use std::time::{Duration, Instant};
+
+const PART_OF: &str = "app.kubernetes.io/part-of";
+
+/// The app cluster's `default/<name>` Secret's `password`, decoded; `None`
+/// when there is no such Secret.
+fn app_password(name: &str) -> Option<String> {
+    let output = clusters().app.kubectl_output(
+        &[
+            "-n",
+            "default",
+            "get",
+            "secret",
+            name,
+            "-o",
+            "jsonpath={.data.password}",
+        ],
+        None,
+    );
+    output.status.success().then(|| {
+        use base64::Engine;
+        let encoded = String::from_utf8_lossy(&output.stdout).to_string();
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(encoded.trim())
+            .unwrap_or_default();
+        String::from_utf8_lossy(&bytes).to_string()
+    })
+}
+
+/// Waits until the app cluster's copy of `name` has `want` as its password
+/// (`None`: until there is no copy).
+fn wait_for_copy(name: &str, want: Option<&str>, why: &str) {
+    let deadline = Instant::now() + Duration::from_secs(45);
+    loop {
+        let seen = app_password(name);
+        if seen.as_deref() == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{why}: the app cluster's {name} is {seen:?}, not {want:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[test]
+fn provider_owned_claimed_secrets_follow_their_source_into_the_app_cluster() {
+    install_examples();
+    let _guard = app_cluster_binds();
+    let (_, token) = binder_token(true);
+    succeeded(
+        "bind",
+        &bindery_cli("bind", &token, &["--template", "postgresql"]),
+    );
+    let (app, provider) = (&clusters().app, &clusters().provider);
+    let source_namespace = format!("{}-default", app_cluster_namespace());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !provider
+        .kubectl_output(&["get", "namespace", &source_namespace], None)
+        .status
+        .success()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the pre-seeded namespace never appeared"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let secret = |name: &str, password: &str, part_of: Option<&str>| {
+        let mut args = vec![
+            "-n".to_string(),
+            source_namespace.clone(),
+            "create".into(),
+            "secret".into(),
+            "generic".into(),
+            name.into(),
+            format!("--from-literal=password={password}"),
+            "--dry-run=client".into(),
+            "-o".into(),
+            "yaml".into(),
+        ];
+        let yaml = provider.kubectl(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&yaml));
+        args.clear();
+        let label = match part_of {
+            Some(value) => format!("{PART_OF}={value}"),
+            None => format!("{PART_OF}-"),
+        };
+        provider.kubectl(&[
+            "-n",
+            &source_namespace,
+            "label",
+            "--overwrite",
+            "secret",
+            name,
+            &label,
+        ]);
+    };
+
+    let credentials = unique_name("orders-credentials");
+    let unclaimed = unique_name("unclaimed");
+    secret(&unclaimed, "hidden", None);
+    secret(&credentials, "first", Some("postgresql"));
+    wait_for_copy(&credentials, Some("first"), "a covered Secret is copied");
+    let copy_labels = app.kubectl(&[
+        "-n",
+        "default",
+        "get",
+        "secret",
+        &credentials,
+        "-o",
+        "jsonpath={.metadata.labels}",
+    ]);
+    assert!(
+        copy_labels.contains("postgresql") && !copy_labels.contains("bindery.dev/export"),
+        "{copy_labels}"
+    );
+
+    secret(&credentials, "second", Some("postgresql"));
+    wait_for_copy(&credentials, Some("second"), "the copy follows its source");
+    assert_eq!(
+        app_password(&unclaimed),
+        None,
+        "never copied: no claim covers it"
+    );
+
+    secret(&credentials, "second", Some("something-else"));
+    wait_for_copy(&credentials, None, "a source that stops matching");
+    secret(&credentials, "third", Some("postgresql"));
+    wait_for_copy(&credentials, Some("third"), "a source that starts matching");
+
+    // The consumer rejects the claim, then accepts it again.
+    let set_state = |state: &str| {
+        app.kubectl(&[
+            "patch",
+            "apiservicebinding",
+            "postgresql",
+            "--type=json",
+            "-p",
+            &format!(
+                r#"[{{"op":"replace","path":"/spec/permissionClaims/0/state","value":"{state}"}}]"#
+            ),
+        ]);
+    };
+    set_state("Rejected");
+    wait_for_copy(&credentials, None, "a rejected claim");
+    set_state("Accepted");
+    wait_for_copy(&credentials, Some("third"), "the claim accepted again");
+
+    // A consumer's own Secret of a claimed name stays the consumer's.
+    let own = unique_name("own");
+    app.kubectl(&[
+        "-n",
+        "default",
+        "create",
+        "secret",
+        "generic",
+        &own,
+        "--from-literal=password=mine",
+    ]);
+    secret(&own, "theirs", Some("postgresql"));
+    provider.kubectl(&["-n", &source_namespace, "delete", "secret", &credentials]);
+    wait_for_copy(&credentials, None, "a deleted source");
+    assert_eq!(app_password(&own).as_deref(), Some("mine"));
+
+    // Unbinding takes the copies with it, and leaves the consumer's own.
+    secret(&credentials, "fourth", Some("postgresql"));
+    wait_for_copy(&credentials, Some("fourth"), "copied again");
+    succeeded("unbind", &bindery_cli("unbind", &token, &["postgresql"]));
+    assert_eq!(app_password(&credentials), None, "unbind removed the copy");
+    assert_eq!(app_password(&own).as_deref(), Some("mine"));
+    app.kubectl(&["-n", "default", "delete", "secret", &own]);
+}

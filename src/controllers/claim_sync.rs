@@ -58,7 +58,11 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
         .spec
         .permission_claims
         .iter()
-        .filter(|c| COPIED.iter().any(|(plural, _)| is_provider_claim(c, plural)))
+        .filter(|c| {
+            COPIED
+                .iter()
+                .any(|(plural, _)| is_provider_claim(c, plural))
+        })
         .collect();
     if provider_claims.is_empty() || export.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());

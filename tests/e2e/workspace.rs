@@ -4,7 +4,8 @@
 //! writes status through one consumer's path and the consumer sees it; a
 //! second export of the same resource never shows in the first's workspace;
 //! and the provider's RBAC on `apiserviceexports/content` decides, with
-//! kube-apiserver's 403.
+//! kube-apiserver's 403. The example controller (`examples/`) drives an
+//! instance to Ready through the workspace, as the app cluster sees it.
 
 use crate::binder::curl_with_token;
 use crate::bindery::bindery;
@@ -405,4 +406,106 @@ fn the_providers_rbac_on_the_exports_content_decides() {
     assert_eq!(code, 403, "{status}");
     let (code, _) = curl("GET", &url("*"), Some(&scoped), None);
     assert_eq!(code, 403, "every consumer needs the cluster-wide grant");
+}
+
+/// The example controller's binary (`examples/postgresql_controller.rs`),
+/// which `cargo test` builds with the tests.
+fn example_controller() -> std::path::PathBuf {
+    let path = crate::fixture::repo_root().join("target/debug/examples/postgresql_controller");
+    assert!(
+        path.exists(),
+        "{} is not built: run `cargo build --example postgresql_controller` \
+         (plain `cargo test` builds it)",
+        path.display()
+    );
+    path
+}
+
+#[test]
+fn the_example_controller_drives_an_instance_to_ready_as_the_app_cluster_sees_it() {
+    use crate::bind::{app_cluster_binds, app_cluster_namespace};
+    use crate::binder::{binder_token, bindery_cli, succeeded};
+    install_examples();
+    let controller = example_controller();
+    let _guard = app_cluster_binds();
+    let (_, binder) = binder_token(true);
+    succeeded(
+        "bind",
+        &bindery_cli("bind", &binder, &["--template", "postgresql"]),
+    );
+    let (app, provider) = (&clusters().app, &clusters().provider);
+    let workspace = provider.kubectl(&[
+        "-n",
+        &app_cluster_namespace(),
+        "get",
+        "apiserviceexport",
+        "postgresql",
+        "-o",
+        "jsonpath={.status.virtualWorkspaceURL}",
+    ]);
+    assert!(
+        workspace.ends_with("/clusters/*"),
+        "published: {workspace:?}"
+    );
+    let (_, token) = controller_token("postgresql", &["get", "list", "watch", "patch"], None);
+    let mut running = Command::new(&controller)
+        .arg("--workspace")
+        .arg(&workspace)
+        .arg("--certificate-authority")
+        .arg(bindery().pki.join("bindery/serving-ca.crt"))
+        .arg("--provider-kubeconfig")
+        .arg(&provider.kubeconfig)
+        .env("CONTROLLER_TOKEN", &token)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the example controller starts");
+
+    let instance = unique_name("shop");
+    app.kubectl_with_stdin(
+        &["-n", "default", "apply", "-f", "-"],
+        Some(&format!(
+            "apiVersion: db.example.com/v1\nkind: PostgreSQLInstance\nmetadata: {{name: {instance}}}\nspec: {{plan: small}}\n"
+        )),
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let credentials = format!("{instance}-credentials");
+    loop {
+        let phase = app.kubectl(&[
+            "-n",
+            "default",
+            "get",
+            "postgresqlinstances",
+            &instance,
+            "-o",
+            "jsonpath={.status.phase}",
+        ]);
+        let secret = app.kubectl_output(&["-n", "default", "get", "secret", &credentials], None);
+        if phase == "Ready" && secret.status.success() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "in the app cluster: phase {phase:?}, credentials Secret {}",
+            String::from_utf8_lossy(&secret.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let _ = running.kill();
+    let _ = running.wait();
+    let username = app.kubectl(&[
+        "-n",
+        "default",
+        "get",
+        "secret",
+        &credentials,
+        "-o",
+        "jsonpath={.data.username}",
+    ]);
+    use base64::Engine;
+    let username = base64::engine::general_purpose::STANDARD
+        .decode(username.trim())
+        .unwrap();
+    assert_eq!(String::from_utf8(username).unwrap(), instance);
+    app.kubectl(&["-n", "default", "delete", "postgresqlinstances", &instance]);
+    succeeded("unbind", &bindery_cli("unbind", &binder, &["postgresql"]));
 }

@@ -288,6 +288,16 @@ pub fn parse_api(segments: &[&str]) -> ApiPath {
     }
 }
 
+/// A core-group resource request from the segments after `/api`
+/// (`v1/namespaces/<ns>/configmaps/<name>`); `None` for anything else.
+pub fn parse_legacy_resource(segments: &[String]) -> Option<ResourceRequest> {
+    let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
+    match segments.as_slice() {
+        [version, rest @ ..] if !rest.is_empty() => parse_resource("", version, rest),
+        _ => None,
+    }
+}
+
 /// kube-apiserver's RequestInfo rules for the part after `/apis/<g>/<v>/`.
 fn parse_resource(group: &str, version: &str, mut rest: &[&str]) -> Option<ResourceRequest> {
     let mut watch_prefix = false;
@@ -526,6 +536,24 @@ mod tests {
         ] {
             assert_eq!(parse(unknown), Endpoint::Unknown, "{unknown}");
         }
+    }
+
+    #[test]
+    fn core_group_resources_parse_after_api() {
+        let segments = |p: &str| p.split('/').map(str::to_string).collect::<Vec<_>>();
+        let r = parse_legacy_resource(&segments("v1/namespaces/team/configmaps/c")).unwrap();
+        assert_eq!(
+            (
+                r.group.as_str(),
+                r.version.as_str(),
+                r.namespace.as_deref(),
+                r.resource.as_str(),
+                r.name.as_deref()
+            ),
+            ("", "v1", Some("team"), "configmaps", Some("c"))
+        );
+        assert_eq!(parse_legacy_resource(&segments("v1")), None);
+        assert!(parse_legacy_resource(&segments("v1/secrets")).is_some());
     }
 
     proptest::proptest! {

@@ -11,12 +11,12 @@ use hyper::body::Frame;
 use tokio::sync::watch as signal;
 
 /// Rewrites one decoded event in place; `None` drops it.
-pub type EventTranslator = Box<dyn Fn(&mut serde_json::Value) -> Option<()> + Send>;
+pub type EventTranslator = Box<dyn FnMut(&mut serde_json::Value) -> Option<()> + Send>;
 
 /// Translates a watch response body, event by event, with `translate`.
 pub fn translate_stream(
     mut upstream: BoxBody,
-    translate: EventTranslator,
+    mut translate: EventTranslator,
     mut shutdown: signal::Receiver<bool>,
 ) -> BoxBody {
     let (mut tx, rx) = futures::channel::mpsc::channel::<Bytes>(64);
@@ -34,7 +34,7 @@ pub fn translate_stream(
             pending.extend_from_slice(&data);
             while let Some(end) = pending.iter().position(|b| *b == b'\n') {
                 let line = pending.split_to(end + 1);
-                if let Some(out) = translate_line(&translate, &line)
+                if let Some(out) = translate_line(&mut translate, &line)
                     && tx.send(out).await.is_err()
                 {
                     return;
@@ -42,7 +42,7 @@ pub fn translate_stream(
             }
         }
         if !pending.is_empty()
-            && let Some(out) = translate_line(&translate, &pending)
+            && let Some(out) = translate_line(&mut translate, &pending)
         {
             let _ = tx.send(out).await;
         }
@@ -51,7 +51,7 @@ pub fn translate_stream(
 }
 
 /// One event line; `None` drops it.
-fn translate_line(translate: &EventTranslator, line: &[u8]) -> Option<Bytes> {
+fn translate_line(translate: &mut EventTranslator, line: &[u8]) -> Option<Bytes> {
     let trimmed = line.trim_ascii();
     if trimmed.is_empty() {
         return None;

@@ -7,6 +7,7 @@
 
 pub mod binding;
 pub mod claim_filter;
+pub mod claimed;
 pub mod continue_token;
 pub mod fields;
 pub mod identity;

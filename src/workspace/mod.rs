@@ -4,16 +4,20 @@
 //! or a token the provider accepts) and are authorized by a
 //! SubjectAccessReview in the provider on the export's `content`
 //! subresource, with the verb they ask for. One consumer's path serves
-//! exactly what that consumer sees of the export, writes included; `*` lists
-//! and watches across every consumer of the export ([`wildcard`]).
+//! exactly what that consumer sees of the export, writes included, and the
+//! consumer's own objects that accepted claims cover, read from its app
+//! cluster ([`claimed`]); `*` lists and watches the exported resources
+//! across every consumer of the export ([`wildcard`]).
 
+pub mod claimed;
+mod respond;
 pub mod wildcard;
 
 use crate::authz::attributes::{Attributes, RequestUser};
 use crate::bind::binder::{self, Caller};
 use crate::catalog::ConsumerView;
 use crate::proxy::error;
-use crate::route::{ApiPath, ConsumerId, ResourceRequest, Verb};
+use crate::route::{ApiPath, ConsumerId, ResourceRequest, Verb, parse_legacy_resource};
 use crate::router::App;
 use crate::status::ApiError;
 use crate::translate::workspace::without_consumer_annotation;
@@ -88,9 +92,15 @@ async fn try_serve(
             .map(|c| catalog.view(c).through_export(export))
             .collect()
     });
-    let verb = match &path {
-        ApiPath::Resource(request) => Verb::of_query(&parts.method, request, parts.uri.query()),
-        _ => Some(Verb::Get),
+    // Core-group paths (`/api/v1/...`) name claimed resources only.
+    let resource = match &path {
+        ApiPath::Resource(request) => Some(request.clone()),
+        ApiPath::Legacy(segments) => parse_legacy_resource(segments),
+        _ => None,
+    };
+    let verb = match &resource {
+        Some(request) => Verb::of_query(&parts.method, request, parts.uri.query()),
+        None => Some(Verb::Get),
     };
     if let Some(verb) = verb {
         let namespace = consumer
@@ -99,14 +109,21 @@ async fn try_serve(
         authorize(app, user, verb, &export_name, namespace).await?;
     }
     let first = views.first().expect("one view per chosen consumer");
-    if let Some(response) = crate::documents::serve(first, &path, &parts.headers) {
-        return Ok(response);
-    }
-    let ApiPath::Resource(request) = path else {
-        return Err(ApiError::page_not_found());
+    let Some(request) = resource else {
+        return crate::documents::serve(first, &path, &parts.headers)
+            .ok_or_else(ApiError::page_not_found);
     };
-    if consumer.is_none() {
+    let Some(consumer) = consumer else {
         return wildcard::serve(app, export, &views, request, parts).await;
+    };
+    if first.find(&request.group, &request.resource).is_none() {
+        // Not an exported resource: perhaps a claimed one of the consumer's.
+        let target = claimed::ClaimedTarget {
+            consumer: &consumer,
+            cluster_namespace: &first.cluster_namespace,
+            export: &export_name,
+        };
+        return claimed::serve(app, &target, request, &parts).await;
     }
     let body = without_consumer_annotation(&body).map_or(body, Bytes::from);
     Ok(app.proxy.serve(first, request, parts, body).await)

@@ -4,8 +4,9 @@
 //! so one watch resumes like any other. Everything but list and watch needs
 //! a consumer's path.
 
+use super::respond::{Filter, filtered};
 use crate::catalog::ConsumerView;
-use crate::proxy::{decoded_query, full, negotiate, watch};
+use crate::proxy::{decoded_query, negotiate, watch};
 use crate::route::{ResourceRequest, Verb};
 use crate::router::App;
 use crate::status::ApiError;
@@ -13,9 +14,8 @@ use crate::translate::continue_token::TokenError;
 use crate::translate::workspace::Consumers;
 use crate::upstream::BoxBody;
 use bytes::Bytes;
-use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
+use http::header::{ACCEPT, USER_AGENT};
 use http::{Method, Response};
-use http_body_util::BodyExt;
 use std::sync::Arc;
 
 /// Serves a list or watch of `request`'s resource across `views`.
@@ -106,49 +106,26 @@ pub async fn serve(
         .send(upstream)
         .await
         .map_err(|e| ApiError::unavailable(format!("the provider cannot be reached: {e}")))?;
-    let (head, upstream_body) = response.into_parts();
     let consumers = Arc::new(Consumers::new(bounds));
-    let content_type = head.headers.get(CONTENT_TYPE).cloned();
-    if is_watch && head.status.is_success() {
+    let watch = is_watch.then(|| {
         let translate = consumers.clone();
-        let body = watch::translate_stream(
-            upstream_body,
-            Box::new(move |event| translate.event_up(event)),
-            app.proxy.shutdown.clone(),
-        );
-        let mut response = Response::new(body);
-        *response.status_mut() = head.status;
-        if let Some(content_type) = content_type {
-            response.headers_mut().insert(CONTENT_TYPE, content_type);
-        }
-        return Ok(response);
-    }
-    let bytes = upstream_body
-        .collect()
-        .await
-        .map_err(|e| ApiError::unavailable(format!("reading the provider's answer: {e}")))?
-        .to_bytes();
-    let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
-        return Err(ApiError::internal("the provider's answer is not JSON"));
-    };
-    if head.status.is_success() {
-        consumers.list_up(&mut value);
+        Box::new(move |event: &mut serde_json::Value| translate.event_up(event))
+            as watch::EventTranslator
+    });
+    let rewrite = |value: &mut serde_json::Value| {
+        consumers.list_up(value);
         if let Some(serde_json::Value::String(token)) = value.pointer_mut("/metadata/continue")
             && !token.is_empty()
         {
             *token = app.proxy.tokens.seal(&scope, token);
         }
-    }
-    let mut out = serde_json::to_vec(&value).expect("a JSON value serializes");
-    let mut content_type = content_type
-        .and_then(|c| c.to_str().ok().map(str::to_string))
-        .unwrap_or_else(|| "application/json".into());
-    if to_yaml
-        && content_type.starts_with("application/json")
-        && let Some(yaml) = negotiate::json_to_yaml(&out)
-    {
-        out = yaml;
-        content_type = "application/yaml".into();
-    }
-    Ok(full(head.status.as_u16(), &content_type, out))
+        Ok(())
+    };
+    let filter = Filter {
+        watch,
+        rewrite,
+        to_yaml,
+        upstream: "the provider",
+    };
+    filtered(response, filter, app.proxy.shutdown.clone()).await
 }

@@ -6,6 +6,12 @@
 //! matches again, and goes when the claim is rejected or the source deleted.
 //! An uncovered Secret never appears, and a consumer's own Secret of the
 //! same name is never overwritten.
+//!
+//! Consumer-owned claimed objects (ConfigMaps labelled `share=yes`) are read
+//! by a provider controller through the consumer's workspace path: lists,
+//! gets and watches show only what the claim covers, a ConfigMap that starts
+//! or stops matching arrives as ADDED or leaves as DELETED, and a rejected
+//! claim reads nothing.
 
 use crate::bind::{app_cluster_binds, app_cluster_namespace};
 use crate::binder::{binder_token, bindery_cli, succeeded};
@@ -184,4 +190,188 @@ fn provider_owned_claimed_secrets_follow_their_source_into_the_app_cluster() {
     assert_eq!(app_password(&credentials), None, "unbind removed the copy");
     assert_eq!(app_password(&own).as_deref(), Some("mine"));
     app.kubectl(&["-n", "default", "delete", "secret", &own]);
+}
+
+/// A template offering servicebindings (not postgresqlinstances, which
+/// other tests bind through their own exports) with a claim on the
+/// consumer's ConfigMaps labelled `share=yes`; returns its name.
+fn template_claiming_shared_config_maps() -> String {
+    let name = unique_name("shared-config");
+    let template = serde_json::json!({
+        "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExportTemplate",
+        "metadata": {"name": name},
+        "spec": {
+            "scope": "Namespaced",
+            "resources": [{"group": "anynines.com", "resource": "servicebindings"}],
+            "permissionClaims": [{"group": "", "resource": "configmaps", "selector": {
+                "owner": "Consumer", "labelSelector": {"matchLabels": {"share": "yes"}}}}],
+        },
+    });
+    clusters()
+        .provider
+        .kubectl_with_stdin(&["apply", "-f", "-"], Some(&template.to_string()));
+    name
+}
+
+#[test]
+fn consumer_owned_claimed_objects_are_read_through_the_workspace_filtered_by_the_claim() {
+    use crate::binder::curl_with_token;
+    use serde_json::Value;
+    install_examples();
+    let template = template_claiming_shared_config_maps();
+    let _guard = app_cluster_binds();
+    let (_, token) = binder_token(true);
+    succeeded(
+        "bind",
+        &bindery_cli("bind", &token, &["--template", &template]),
+    );
+    let app = &clusters().app;
+    let consumer = app_cluster_namespace()
+        .strip_prefix("kube-bind-")
+        .unwrap()
+        .to_string();
+    let (shared, private) = (unique_name("shared"), unique_name("private"));
+    for (name, share) in [(&shared, "yes"), (&private, "no")] {
+        app.kubectl(&[
+            "-n",
+            "default",
+            "create",
+            "configmap",
+            name,
+            "--from-literal=k=v",
+        ]);
+        app.kubectl(&[
+            "-n",
+            "default",
+            "label",
+            "configmap",
+            name,
+            &format!("share={share}"),
+        ]);
+    }
+    let (_, controller) =
+        crate::workspace::controller_token(&template, &["get", "list", "watch"], None);
+    let base = format!(
+        "{}/services/export/{template}/clusters/{consumer}/api/v1/namespaces/default",
+        crate::bindery::bindery().url
+    );
+    let as_controller = |method: &str, path: &str| {
+        curl_with_token(method, &format!("{base}{path}"), Some(&controller), None)
+    };
+    let names = |list: &Value| -> Vec<String> {
+        list["items"]
+            .as_array()
+            .unwrap_or_else(|| panic!("a list: {list}"))
+            .iter()
+            .filter_map(|i| i["metadata"]["name"].as_str().map(str::to_string))
+            .collect()
+    };
+
+    let (code, list) = as_controller("GET", "/configmaps");
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(
+        names(&list),
+        vec![shared.clone()],
+        "only what the claim covers"
+    );
+    let (code, _) = as_controller("GET", &format!("/configmaps/{shared}"));
+    assert_eq!(code, 200);
+    let (code, status) = as_controller("GET", &format!("/configmaps/{private}"));
+    assert_eq!((code, status["reason"].clone()), (404, "NotFound".into()));
+    let (code, _) = as_controller("GET", "/secrets");
+    assert_eq!(code, 404, "nothing outside a claim");
+    let (code, status) = as_controller("DELETE", &format!("/configmaps/{shared}"));
+    assert_eq!(code, 403, "no delete on the content: {status}");
+
+    // A watch: the private one starts matching (ADDED), the shared one
+    // stops (DELETED).
+    let version = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut watch = std::process::Command::new("curl")
+        .args(["-sN", "--max-time", "30", "--cacert"])
+        .arg(crate::bindery::bindery().pki.join("bindery/serving-ca.crt"))
+        .args(["-H", &format!("Authorization: Bearer {controller}")])
+        .arg(format!(
+            "{base}/configmaps?watch=1&resourceVersion={version}"
+        ))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    let stdout = watch.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if let Ok(event) = serde_json::from_str::<Value>(&line) {
+                let _ = tx.send(event);
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    app.kubectl(&[
+        "-n",
+        "default",
+        "label",
+        "--overwrite",
+        "configmap",
+        &private,
+        "share=yes",
+    ]);
+    app.kubectl(&[
+        "-n",
+        "default",
+        "label",
+        "--overwrite",
+        "configmap",
+        &shared,
+        "share=no",
+    ]);
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while seen.len() < 2 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let event = rx
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("only {seen:?} on the watch"));
+        seen.push((
+            event["type"].as_str().unwrap_or_default().to_string(),
+            event["object"]["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        ));
+    }
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert_eq!(
+        seen,
+        vec![
+            ("ADDED".to_string(), private.clone()),
+            ("DELETED".to_string(), shared.clone())
+        ]
+    );
+
+    // Rejected, the claim gives nothing at all.
+    app.kubectl(&[
+        "patch",
+        "apiservicebinding",
+        &template,
+        "--type=json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/permissionClaims/0/state","value":"Rejected"}]"#,
+    ]);
+    let (code, _) = as_controller("GET", "/configmaps");
+    assert_eq!(code, 404, "a rejected claim reads nothing");
+    let (code, _) = as_controller("GET", &format!("/configmaps/{private}"));
+    assert_eq!(code, 404);
+
+    succeeded("unbind", &bindery_cli("unbind", &token, &[&template]));
+    for name in [&shared, &private] {
+        app.kubectl(&["-n", "default", "delete", "configmap", name]);
+    }
 }

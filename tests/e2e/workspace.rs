@@ -87,7 +87,11 @@ fn consumer_kubectl(
 
 /// A token of a new provider ServiceAccount bound to `rules` on the
 /// workspace of `export` (cluster-wide, or in `namespace`).
-fn controller_token(export: &str, verbs: &[&str], namespace: Option<&str>) -> (String, String) {
+pub(crate) fn controller_token(
+    export: &str,
+    verbs: &[&str],
+    namespace: Option<&str>,
+) -> (String, String) {
     let provider = &clusters().provider;
     let _ = provider.kubectl_output(&["create", "namespace", "vw-controllers"], None);
     let name = unique_name("controller");
@@ -409,16 +413,39 @@ fn the_providers_rbac_on_the_exports_content_decides() {
 }
 
 /// The example controller's binary (`examples/postgresql_controller.rs`),
-/// which `cargo test` builds with the tests.
+/// built with the cargo running the tests (a no-op when `hack/test` built it).
 fn example_controller() -> std::path::PathBuf {
-    let path = crate::fixture::repo_root().join("target/debug/examples/postgresql_controller");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let built = Command::new(cargo)
+        .args(["build", "--locked", "--example", "postgresql_controller"])
+        .current_dir(crate::fixture::repo_root())
+        .output()
+        .expect("cargo runs");
     assert!(
-        path.exists(),
-        "{} is not built: run `cargo build --example postgresql_controller` \
-         (plain `cargo test` builds it)",
-        path.display()
+        built.status.success(),
+        "building the example controller failed:\n{}",
+        String::from_utf8_lossy(&built.stderr)
     );
-    path
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| crate::fixture::repo_root().join("target"));
+    target.join("debug/examples/postgresql_controller")
+}
+
+/// A child process that is stopped however the test ends.
+struct KillOnDrop(std::process::Child);
+
+impl KillOnDrop {
+    fn stop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
 
 #[test]
@@ -448,7 +475,7 @@ fn the_example_controller_drives_an_instance_to_ready_as_the_app_cluster_sees_it
         "published: {workspace:?}"
     );
     let (_, token) = controller_token("postgresql", &["get", "list", "watch", "patch"], None);
-    let mut running = Command::new(&controller)
+    let running = Command::new(&controller)
         .arg("--workspace")
         .arg(&workspace)
         .arg("--certificate-authority")
@@ -456,9 +483,10 @@ fn the_example_controller_drives_an_instance_to_ready_as_the_app_cluster_sees_it
         .arg("--provider-kubeconfig")
         .arg(&provider.kubeconfig)
         .env("CONTROLLER_TOKEN", &token)
-        .stdout(Stdio::piped())
+        .stdout(Stdio::null())
         .spawn()
         .expect("the example controller starts");
+    let mut running = KillOnDrop(running);
 
     let instance = unique_name("shop");
     app.kubectl_with_stdin(
@@ -490,8 +518,7 @@ fn the_example_controller_drives_an_instance_to_ready_as_the_app_cluster_sees_it
         );
         std::thread::sleep(Duration::from_millis(500));
     }
-    let _ = running.kill();
-    let _ = running.wait();
+    running.stop();
     let username = app.kubectl(&[
         "-n",
         "default",

@@ -1,0 +1,216 @@
+//! Consumer-owned claimed objects on one consumer's workspace path. They are
+//! read from that consumer's app cluster, as bindery's account there (which
+//! bind allowed to read exactly the claimed resources). Only the claims that
+//! the export makes on objects the consumer owns count, and only those the
+//! consumer accepted in its APIServiceBinding. Each get, list and watch is
+//! filtered by them ([`crate::translate::claimed`]). Reads only: a provider
+//! controller does not write a consumer's own objects.
+
+use super::respond::{Filter, filtered};
+use crate::api::{APIServiceBinding, APIServiceExport, ClaimOwner, PermissionClaim};
+use crate::proxy::{decoded_query, negotiate, watch};
+use crate::route::{ConsumerId, ResourceRequest, Verb};
+use crate::router::App;
+use crate::status::ApiError;
+use crate::translate::claimed::{ClaimedView, ClaimedWatch};
+use crate::upstream::{BoxBody, KubeUpstream, Upstream};
+use bytes::Bytes;
+use http::header::ACCEPT;
+use http::{Method, Response};
+use kube::api::Api;
+
+/// Where the consumer's claimed objects are.
+pub struct ClaimedTarget<'a> {
+    pub consumer: &'a ConsumerId,
+    pub cluster_namespace: &'a str,
+    pub export: &'a str,
+}
+
+/// Serves a read of a claimed resource; a resource no accepted claim names
+/// is not found, as it would be if it did not exist.
+pub async fn serve(
+    app: &App,
+    target: &ClaimedTarget<'_>,
+    request: ResourceRequest,
+    parts: &http::request::Parts,
+) -> Result<Response<BoxBody>, ApiError> {
+    let verb = Verb::of_query(&parts.method, &request, parts.uri.query());
+    let claims = accepted_claims(app, target, &request).await?;
+    if claims.is_empty() {
+        return Err(ApiError::page_not_found());
+    }
+    let Some(verb @ (Verb::Get | Verb::List | Verb::Watch)) = verb else {
+        return Err(ApiError::method_not_allowed(
+            parts.method.as_str(),
+            &request.group,
+            &request.resource,
+        ));
+    };
+    if request.subresource.is_some() {
+        return Err(ApiError::page_not_found());
+    }
+    let registration = app
+        .registrations
+        .get(target.consumer.as_str())
+        .ok_or_else(|| ApiError::unavailable("the consumer's app cluster is not registered"))?;
+    let view = ClaimedView::new(claims);
+    let mut path = if request.group.is_empty() {
+        format!("/api/{}", request.version)
+    } else {
+        format!("/apis/{}/{}", request.group, request.version)
+    };
+    if let Some(namespace) = &request.namespace {
+        path.push_str(&format!("/namespaces/{namespace}"));
+    }
+    path.push_str(&format!("/{}", request.resource));
+    let collection = path.clone();
+    if let Some(name) = &request.name {
+        path.push_str(&format!("/{name}"));
+    }
+    let query = decoded_query(&parts.uri);
+    if !query.is_empty() {
+        path.push('?');
+        path.push_str(
+            &form_urlencoded::Serializer::new(String::new())
+                .extend_pairs(&query)
+                .finish(),
+        );
+    }
+    let accept = parts.headers.get(ACCEPT).and_then(|v| v.to_str().ok());
+    let (accept, to_yaml) = negotiate::upstream_accept(accept, verb == Verb::Watch);
+    let mut upstream = http::Request::builder().method(Method::GET).uri(&path);
+    if let Some(accept) = accept {
+        upstream = upstream.header(ACCEPT, accept);
+    }
+    let upstream = upstream
+        .body(Bytes::new())
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let response = KubeUpstream::new(registration.app.clone())
+        .send(upstream)
+        .await
+        .map_err(|e| ApiError::unavailable(format!("the app cluster cannot be reached: {e}")))?;
+    let watch = if verb == Verb::Watch {
+        let mut filter = ClaimedWatch::new(view.clone());
+        if let Some(list) = resumed_state(&registration.app, &collection, &query).await {
+            filter.seen_in(&list);
+        }
+        Some(
+            Box::new(move |event: &mut serde_json::Value| filter.event(event))
+                as watch::EventTranslator,
+        )
+    } else {
+        None
+    };
+    let rewrite = |value: &mut serde_json::Value| {
+        if verb != Verb::Get {
+            view.list_up(value);
+            Ok(())
+        } else if view.covers(value) {
+            Ok(())
+        } else {
+            Err(ApiError::object_not_found(
+                &request.group,
+                &request.resource,
+                request.name.as_deref().unwrap_or_default(),
+            ))
+        }
+    };
+    let filter = Filter {
+        watch,
+        rewrite,
+        to_yaml,
+        upstream: "the app cluster",
+    };
+    filtered(response, filter, app.proxy.shutdown.clone()).await
+}
+
+/// What a watcher resuming from a resourceVersion has already been shown:
+/// the list at that version (the current one if the app cluster no longer
+/// has it). `None` when the watch starts afresh, with initial events.
+async fn resumed_state(
+    app: &kube::Client,
+    collection: &str,
+    query: &[(String, String)],
+) -> Option<serde_json::Value> {
+    let get = |k: &str| {
+        query
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+    };
+    let version = get("resourceVersion").filter(|v| !v.is_empty() && *v != "0")?;
+    if get("sendInitialEvents") == Some("true") {
+        return None;
+    }
+    let selectors: Vec<(&str, &str)> = ["labelSelector", "fieldSelector"]
+        .into_iter()
+        .filter_map(|k| get(k).map(|v| (k, v)))
+        .collect();
+    for exact in [true, false] {
+        let mut pairs = selectors.clone();
+        if exact {
+            pairs.extend([
+                ("resourceVersion", version),
+                ("resourceVersionMatch", "Exact"),
+            ]);
+        }
+        let uri = format!(
+            "{collection}?{}",
+            form_urlencoded::Serializer::new(String::new())
+                .extend_pairs(&pairs)
+                .finish()
+        );
+        let request = http::Request::builder()
+            .uri(uri)
+            .header(ACCEPT, "application/json")
+            .body(Vec::new())
+            .ok()?;
+        if let Ok(list) = app.request::<serde_json::Value>(request).await {
+            return Some(list);
+        }
+    }
+    None
+}
+
+/// The export's claims on `request`'s resource of objects the consumer owns
+/// (or any side), that the consumer accepted as offered.
+async fn accepted_claims(
+    app: &App,
+    target: &ClaimedTarget<'_>,
+    request: &ResourceRequest,
+) -> Result<Vec<PermissionClaim>, ApiError> {
+    let unavailable = |e: kube::Error| ApiError::unavailable(e.to_string());
+    let export =
+        Api::<APIServiceExport>::namespaced(app.bind.provider.clone(), target.cluster_namespace)
+            .get_opt(target.export)
+            .await
+            .map_err(unavailable)?;
+    let offered: Vec<PermissionClaim> = export
+        .map(|e| e.spec.permission_claims)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| c.group == request.group && c.resource == request.resource)
+        .filter(|c| c.selector.owner != Some(ClaimOwner::Provider))
+        .collect();
+    if offered.is_empty() {
+        return Ok(offered);
+    }
+    let Some(registration) = app.registrations.get(target.consumer.as_str()) else {
+        return Ok(Vec::new());
+    };
+    let binding = Api::<APIServiceBinding>::all(registration.app.clone())
+        .get_opt(target.export)
+        .await
+        .map_err(unavailable)?;
+    let accepted: Vec<PermissionClaim> = binding
+        .map(|b| b.spec.permission_claims)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|a| a.is_accepted())
+        .map(|a| a.claim())
+        .collect();
+    Ok(offered
+        .into_iter()
+        .filter(|c| accepted.contains(c))
+        .collect())
+}

@@ -97,6 +97,9 @@ pub struct Catalog {
     exports: BTreeMap<(String, String), ExportRecord>,
     schemas: BTreeMap<(String, String), SchemaRecord>,
     namespaces: BTreeMap<(String, String), NamespaceRecord>,
+    /// Counts the changes, so that long-lived readers (watch streams) know
+    /// when what they derived from the catalog is stale.
+    generation: u64,
 }
 
 impl Catalog {
@@ -107,7 +110,13 @@ impl Catalog {
             exports: BTreeMap::new(),
             schemas: BTreeMap::new(),
             namespaces: BTreeMap::new(),
+            generation: 0,
         }
+    }
+
+    /// Changes with every `set_*`.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     pub fn cluster_namespace(&self, consumer: &ConsumerId) -> String {
@@ -115,6 +124,7 @@ impl Catalog {
     }
 
     pub fn set_exports(&mut self, exports: impl IntoIterator<Item = ExportRecord>) {
+        self.generation += 1;
         self.exports = exports
             .into_iter()
             .map(|e| ((e.namespace.clone(), e.name.clone()), e))
@@ -122,6 +132,7 @@ impl Catalog {
     }
 
     pub fn set_schemas(&mut self, schemas: impl IntoIterator<Item = SchemaRecord>) {
+        self.generation += 1;
         self.schemas = schemas
             .into_iter()
             .map(|s| ((s.namespace.clone(), s.name.clone()), s))
@@ -129,6 +140,7 @@ impl Catalog {
     }
 
     pub fn set_namespaces(&mut self, namespaces: impl IntoIterator<Item = NamespaceRecord>) {
+        self.generation += 1;
         self.namespaces = namespaces
             .into_iter()
             .map(|n| ((n.namespace.clone(), n.name.clone()), n))
@@ -341,6 +353,9 @@ mod tests {
             vec![(id("c2"), "w".to_string())]
         );
         assert!(catalog.consumers_of("missing").is_empty());
+        let before = catalog.generation();
+        catalog.set_namespaces([]);
+        assert_ne!(catalog.generation(), before, "a change is counted");
         let view = catalog.view(&id("c1"));
         assert_eq!(view.clone().through_export("w").resources.len(), 1);
         assert!(view.through_export("other").resources.is_empty());

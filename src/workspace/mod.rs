@@ -114,7 +114,7 @@ async fn try_serve(
             .ok_or_else(ApiError::page_not_found);
     };
     let Some(consumer) = consumer else {
-        return wildcard::serve(app, export, &views, request, parts).await;
+        return wildcard::serve(app, export, request, parts).await;
     };
     if first.find(&request.group, &request.resource).is_none() {
         // Not an exported resource: perhaps a claimed one of the consumer's.

@@ -5,11 +5,12 @@
 //! a consumer's path.
 
 use super::respond::{Filter, filtered};
-use crate::catalog::ConsumerView;
+use crate::catalog::Catalog;
 use crate::proxy::{decoded_query, negotiate, watch};
 use crate::route::{ResourceRequest, Verb};
 use crate::router::App;
 use crate::status::ApiError;
+use crate::translate::BoundResource;
 use crate::translate::continue_token::TokenError;
 use crate::translate::workspace::Consumers;
 use crate::upstream::BoxBody;
@@ -18,20 +19,32 @@ use http::header::{ACCEPT, USER_AGENT};
 use http::{Method, Response};
 use std::sync::Arc;
 
-/// Serves a list or watch of `request`'s resource across `views`.
+/// The bound resources of `request`'s resource across every consumer of
+/// export `key`, as `catalog` has them now.
+fn bounds_of(catalog: &Catalog, key: &str, request: &ResourceRequest) -> Vec<BoundResource> {
+    catalog
+        .consumers_of(key)
+        .iter()
+        .filter_map(|(consumer, _)| {
+            let view = catalog.view(consumer).through_export(key);
+            view.find(&request.group, &request.resource)
+                .filter(|s| s.serves(&request.version))
+                .map(|s| s.bound.clone())
+        })
+        .collect()
+}
+
+/// Serves a list or watch of `request`'s resource across every consumer of
+/// the export.
 pub async fn serve(
     app: &App,
     export: &str,
-    views: &[ConsumerView],
     request: ResourceRequest,
     parts: http::request::Parts,
 ) -> Result<Response<BoxBody>, ApiError> {
-    let bounds: Vec<_> = views
-        .iter()
-        .filter_map(|v| v.find(&request.group, &request.resource))
-        .filter(|s| s.serves(&request.version))
-        .map(|s| s.bound.clone())
-        .collect();
+    let (generation, bounds) = app
+        .catalog
+        .read(|c| (c.generation(), bounds_of(c, export, &request)));
     let Some(first) = bounds.first().cloned() else {
         return Err(ApiError::page_not_found());
     };
@@ -107,10 +120,19 @@ pub async fn serve(
         .await
         .map_err(|e| ApiError::unavailable(format!("the provider cannot be reached: {e}")))?;
     let consumers = Arc::new(Consumers::new(bounds));
+    // A watch outlives catalog changes (a consumer binds, a namespace is
+    // recorded): it sees each event with the consumers as they are then.
     let watch = is_watch.then(|| {
-        let translate = consumers.clone();
-        Box::new(move |event: &mut serde_json::Value| translate.event_up(event))
-            as watch::EventTranslator
+        let (catalog, key, request) = (app.catalog.clone(), export.to_string(), request.clone());
+        let mut current = (generation, consumers.clone());
+        Box::new(move |event: &mut serde_json::Value| {
+            let now = catalog.read(Catalog::generation);
+            if now != current.0 {
+                let bounds = catalog.read(|c| bounds_of(c, &key, &request));
+                current = (now, Arc::new(Consumers::new(bounds)));
+            }
+            current.1.event_up(event)
+        }) as watch::EventTranslator
     });
     let rewrite = |value: &mut serde_json::Value| {
         consumers.list_up(value);

@@ -257,18 +257,28 @@ fn one_url_lists_and_watches_every_consumer_of_an_export_and_writes_through_one(
         let (code, created) = curl_as_consumer(consumer, "POST", &instance);
         assert_eq!(code, 201, "{created}");
     }
-    let deadline = Instant::now() + Duration::from_secs(20);
+    // A consumer that binds while the watch runs shows on it too.
+    let newcomer = consumer_with_instance(&export, "db-newcomer");
+    let deadline = Instant::now() + Duration::from_secs(30);
     let mut arrived = Vec::new();
-    while arrived.len() < consumers.len() {
+    let mut newcomer_seen = false;
+    while arrived.len() < consumers.len() || !newcomer_seen {
         let left = deadline.saturating_duration_since(Instant::now());
-        let event = rx
-            .recv_timeout(left)
-            .unwrap_or_else(|_| panic!("only {arrived:?} arrived on the workspace watch"));
+        let event = rx.recv_timeout(left).unwrap_or_else(|_| {
+            panic!("only {arrived:?} (newcomer: {newcomer_seen}) arrived on the watch")
+        });
         let object = &event["object"]["metadata"];
         assert_ne!(
             object["name"], "db-late-outsider",
             "another export's object on the watch: {event}"
         );
+        if object["name"] == "db-newcomer" {
+            assert_eq!(
+                object["annotations"]["bindery.dev/consumer"],
+                newcomer.id.as_str()
+            );
+            newcomer_seen = true;
+        }
         if object["name"] == "db-late" {
             assert_eq!(event["type"], "ADDED", "{event}");
             assert_eq!(object["namespace"], "default", "{event}");
@@ -483,10 +493,13 @@ fn the_example_controller_drives_an_instance_to_ready_as_the_app_cluster_sees_it
         .arg("--provider-kubeconfig")
         .arg(&provider.kubeconfig)
         .env("CONTROLLER_TOKEN", &token)
-        .stdout(Stdio::null())
+        .env("RUST_LOG", "warn")
         .spawn()
         .expect("the example controller starts");
     let mut running = KillOnDrop(running);
+    // The instance is made after the controller listed: it must arrive by
+    // the workspace watch.
+    std::thread::sleep(Duration::from_secs(3));
 
     let instance = unique_name("shop");
     app.kubectl_with_stdin(

@@ -329,6 +329,7 @@ async fn bind_template(
         print!("{}", yaml_documents(&all, template, &options.provider.url)?);
         return Ok(());
     }
+    refuse_local_crds(app, &state.group_versions).await?;
     reporter
         .step("Registering the APIServices and the APIServiceBinding")
         .await;
@@ -352,6 +353,32 @@ async fn bind_template(
             resources.first().cloned().unwrap_or_default()
         ))
         .await;
+    Ok(())
+}
+
+/// Refuses to bind a group/version the app cluster serves itself from a
+/// CustomResourceDefinition: kube-apiserver registers a local APIService for
+/// it and would take the bound one back, so reads and writes would land in
+/// the app cluster's own storage instead of the provider.
+async fn refuse_local_crds(app: &kube::Client, bound: &[super::wire::GroupVersion]) -> Result<()> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds = Api::<CustomResourceDefinition>::all(app.clone())
+        .list(&ListParams::default())
+        .await
+        .context("listing the app cluster's CustomResourceDefinitions")?;
+    for gv in bound {
+        if let Some(crd) = crds.items.iter().find(|crd| {
+            crd.spec.group == gv.group && crd.spec.versions.iter().any(|v| v.name == gv.version)
+        }) {
+            bail!(
+                "the app cluster serves {}/{} itself (CustomResourceDefinition {}); \
+                 delete it before binding, or bind another API",
+                gv.group,
+                gv.version,
+                crd.metadata.name.as_deref().unwrap_or_default()
+            );
+        }
+    }
     Ok(())
 }
 

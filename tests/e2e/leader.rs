@@ -4,6 +4,9 @@
 //! the test run's own `bindery serve` (and its controllers) stay out of it.
 
 use crate::fixture::{clusters, repo_root, unique_name};
+
+/// The template the two replicas' requests ask for, in the app cluster.
+const TEMPLATE: &str = "leader-widgets";
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -91,7 +94,7 @@ fn answered(name: &str) -> String {
         "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExportRequest",
         "metadata": {"name": name, "namespace": "default",
             "annotations": {"backend.kube-bind.io/identity": name}},
-        "spec": {"templateRef": {"name": "postgresql"}},
+        "spec": {"templateRef": {"name": TEMPLATE}},
     });
     app.kubectl_with_stdin(&["apply", "-f", "-"], Some(&request.to_string()));
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -119,10 +122,11 @@ fn answered(name: &str) -> String {
 #[test]
 fn only_the_leader_runs_controllers_and_a_killed_leader_hands_over() {
     let app = &clusters().app;
-    let examples = repo_root().join("deploy/examples");
+    // The offer is a CRD no test binds into the app cluster: a local CRD of
+    // a bound group would take its APIService from bindery.
     for path in [
         repo_root().join("deploy/crds"),
-        examples.join("postgresql-crd.yaml"),
+        repo_root().join("conformance/crds/widgets.yaml"),
     ] {
         app.kubectl(&["apply", "-f", &path.to_string_lossy()]);
         app.kubectl(&[
@@ -133,11 +137,13 @@ fn only_the_leader_runs_controllers_and_a_killed_leader_hands_over() {
             &path.to_string_lossy(),
         ]);
     }
-    app.kubectl(&[
-        "apply",
-        "-f",
-        &examples.join("templates.yaml").to_string_lossy(),
-    ]);
+    let template = json!({
+        "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExportTemplate",
+        "metadata": {"name": TEMPLATE},
+        "spec": {"scope": "Namespaced",
+            "resources": [{"group": "conformance.bindery.dev", "resource": "widgets"}]},
+    });
+    app.kubectl_with_stdin(&["apply", "-f", "-"], Some(&template.to_string()));
 
     let lease = unique_name("bindery-leader");
     let log_dir = std::env::temp_dir().join(&lease);

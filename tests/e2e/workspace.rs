@@ -524,11 +524,33 @@ fn the_example_controller_drives_an_instance_to_ready_as_the_app_cluster_sees_it
         if phase == "Ready" && secret.status.success() {
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "in the app cluster: phase {phase:?}, credentials Secret {}",
-            String::from_utf8_lossy(&secret.stderr)
-        );
+        if Instant::now() >= deadline {
+            // Where the instance went, and which exports the workspace has.
+            let stored = provider.kubectl(&[
+                "get",
+                "postgresqlinstances",
+                "-A",
+                "-o",
+                "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name} {.metadata.labels}{\"\\n\"}{end}",
+            ]);
+            let exports = provider.kubectl(&[
+                "get",
+                "apiserviceexports",
+                "-A",
+                "-o",
+                "jsonpath={range .items[?(@.metadata.name==\"postgresql\")]}{.metadata.namespace} {.status.identityHash} {.metadata.deletionTimestamp}{\"\\n\"}{end}",
+            ]);
+            panic!(
+                "in the app cluster: phase {phase:?}, credentials Secret {}\n\
+                 instances in the provider:\n{}\nexports named postgresql:\n{exports}",
+                String::from_utf8_lossy(&secret.stderr),
+                stored
+                    .lines()
+                    .filter(|l| l.contains(&instance) || l.contains("/orders "))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
+        }
         std::thread::sleep(Duration::from_millis(500));
     }
     running.stop();

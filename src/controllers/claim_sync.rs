@@ -9,7 +9,6 @@
 //! Secrets; ConfigMaps and the app cluster's decisions are picked up by a
 //! short requeue.
 
-use super::deletion::namespaced_resource;
 use super::export_status::binding;
 use super::{Context, runner};
 use crate::api::keys::OWNER_LABEL;
@@ -19,7 +18,8 @@ use crate::translate::claim_filter::{ClaimedObject, covers};
 use crate::translate::identity::is_reserved_label;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::GroupVersionKind;
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -37,6 +37,11 @@ const RESYNC: Duration = Duration::from_secs(5);
 
 /// The kinds that are copied: the core group's Secrets and ConfigMaps.
 const COPIED: [(&str, &str); 2] = [("secrets", "Secret"), ("configmaps", "ConfigMap")];
+
+/// The API resource of a copied kind: core `v1`, known without discovery.
+fn core_resource(plural: &str, kind: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", kind), plural)
+}
 
 /// Runs the controller until it is dropped.
 pub async fn run(context: Arc<Context>) {
@@ -99,9 +104,7 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
             .copied()
             .filter(|c| c.resource == plural)
             .collect();
-        let Some(resource) = namespaced_resource(&context.client, "", plural).await? else {
-            continue;
-        };
+        let resource = core_resource(plural, kind);
         let mut wanted = Vec::new();
         if !claims.is_empty() {
             for record in &records {
@@ -156,7 +159,7 @@ fn provider_claims_of(export: &APIServiceExport, plural: &str) -> bool {
 /// (unless a same-named object there is not a copy) and deletes the rest.
 async fn sync_copies(
     app: &kube::Client,
-    resource: &kube::api::ApiResource,
+    resource: &ApiResource,
     export: &str,
     wanted: &[Value],
 ) -> kube::Result<()> {

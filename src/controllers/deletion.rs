@@ -247,7 +247,7 @@ async fn delete_claimed(context: &Context, export: &APIServiceExport) -> kube::R
 }
 
 /// The namespaced resource `group`/`plural` as the provider serves it.
-pub(crate) async fn namespaced_resource(
+async fn namespaced_resource(
     client: &kube::Client,
     group: &str,
     plural: &str,

@@ -6,17 +6,16 @@
 //! filtered by them ([`crate::translate::claimed`]). Reads only: a provider
 //! controller does not write a consumer's own objects.
 
-use super::respond::{Filter, filtered};
+use super::respond::{Filter, filtered, upstream_get};
 use crate::api::{APIServiceBinding, APIServiceExport, ClaimOwner, PermissionClaim};
-use crate::proxy::{decoded_query, negotiate, watch};
+use crate::proxy::{decoded_query, watch};
 use crate::route::{ConsumerId, ResourceRequest, Verb};
 use crate::router::App;
 use crate::status::ApiError;
 use crate::translate::claimed::{ClaimedView, ClaimedWatch};
 use crate::upstream::{BoxBody, KubeUpstream, Upstream};
-use bytes::Bytes;
+use http::Response;
 use http::header::ACCEPT;
-use http::{Method, Response};
 use kube::api::Api;
 
 /// Where the consumer's claimed objects are.
@@ -76,15 +75,7 @@ pub async fn serve(
                 .finish(),
         );
     }
-    let accept = parts.headers.get(ACCEPT).and_then(|v| v.to_str().ok());
-    let (accept, to_yaml) = negotiate::upstream_accept(accept, verb == Verb::Watch);
-    let mut upstream = http::Request::builder().method(Method::GET).uri(&path);
-    if let Some(accept) = accept {
-        upstream = upstream.header(ACCEPT, accept);
-    }
-    let upstream = upstream
-        .body(Bytes::new())
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let (upstream, to_yaml) = upstream_get(&path, &parts.headers, verb == Verb::Watch)?;
     let response = KubeUpstream::new(registration.app.clone())
         .send(upstream)
         .await

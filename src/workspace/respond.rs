@@ -5,10 +5,36 @@
 use crate::proxy::{full, negotiate, watch};
 use crate::status::ApiError;
 use crate::upstream::BoxBody;
+use bytes::Bytes;
 use http::Response;
 use http::header::CONTENT_TYPE;
+use http::header::{ACCEPT, USER_AGENT};
 use http_body_util::BodyExt;
 use tokio::sync::watch as signal;
+
+/// The GET of `uri` the workspace sends upstream for the caller's request:
+/// an Accept bindery can filter (JSON, from which YAML is made when the
+/// caller asked for it) and the caller's User-Agent. Also says whether the
+/// answer must be turned into YAML.
+pub fn upstream_get(
+    uri: &str,
+    caller: &http::HeaderMap,
+    watch: bool,
+) -> Result<(http::Request<Bytes>, bool), ApiError> {
+    let accept = caller.get(ACCEPT).and_then(|v| v.to_str().ok());
+    let (accept, to_yaml) = negotiate::upstream_accept(accept, watch);
+    let mut request = http::Request::builder().method(http::Method::GET).uri(uri);
+    if let Some(accept) = accept {
+        request = request.header(ACCEPT, accept);
+    }
+    if let Some(agent) = caller.get(USER_AGENT) {
+        request = request.header(USER_AGENT, agent);
+    }
+    let request = request
+        .body(Bytes::new())
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok((request, to_yaml))
+}
 
 /// What to do with one upstream response.
 pub struct Filter<R> {

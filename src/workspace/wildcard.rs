@@ -4,9 +4,9 @@
 //! so one watch resumes like any other. Everything but list and watch needs
 //! a consumer's path.
 
-use super::respond::{Filter, filtered};
+use super::respond::{Filter, filtered, upstream_get};
 use crate::catalog::Catalog;
-use crate::proxy::{decoded_query, negotiate, watch};
+use crate::proxy::{decoded_query, watch};
 use crate::route::{ResourceRequest, Verb};
 use crate::router::App;
 use crate::status::ApiError;
@@ -14,8 +14,6 @@ use crate::translate::BoundResource;
 use crate::translate::continue_token::TokenError;
 use crate::translate::workspace::Consumers;
 use crate::upstream::BoxBody;
-use bytes::Bytes;
-use http::header::{ACCEPT, USER_AGENT};
 use http::{Method, Response};
 use std::sync::Arc;
 
@@ -101,18 +99,7 @@ pub async fn serve(
             .finish()
     );
     let is_watch = verb == Some(Verb::Watch);
-    let accept = parts.headers.get(ACCEPT).and_then(|v| v.to_str().ok());
-    let (accept, to_yaml) = negotiate::upstream_accept(accept, is_watch);
-    let mut upstream = http::Request::builder().method(Method::GET).uri(&uri);
-    if let Some(accept) = accept {
-        upstream = upstream.header(ACCEPT, accept);
-    }
-    if let Some(agent) = parts.headers.get(USER_AGENT) {
-        upstream = upstream.header(USER_AGENT, agent);
-    }
-    let upstream = upstream
-        .body(Bytes::new())
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let (upstream, to_yaml) = upstream_get(&uri, &parts.headers, is_watch)?;
     let response = app
         .proxy
         .upstream

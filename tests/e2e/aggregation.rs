@@ -7,7 +7,7 @@
 //! its bound objects with it.
 
 use crate::bind::{app_cluster_binds, app_cluster_namespace};
-use crate::binder::{binder_token, bindery_cli, succeeded};
+use crate::binder::{bind_template, bindery_cli, succeeded};
 use crate::controllers::install_examples;
 use crate::fixture::{clusters, unique_name};
 
@@ -15,13 +15,9 @@ use crate::fixture::{clusters, unique_name};
 fn kubectl_against_the_app_cluster_uses_the_bound_api_under_its_rbac() {
     install_examples();
     let _guard = app_cluster_binds();
-    let (_, token) = binder_token(true);
+    let token = bind_template("postgresql");
     let app = &clusters().app;
     let cluster_namespace = app_cluster_namespace();
-    succeeded(
-        "bind",
-        &bindery_cli("bind", &token, &["--template", "postgresql"]),
-    );
 
     // The binding's status comes from the export, and its SchemaInSync from
     // the APIServices, which the export reads back as ConsumerInSync.

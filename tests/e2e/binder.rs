@@ -70,6 +70,19 @@ pub fn bindery_command(url: &str, command: &str) -> Command {
     bindery_cli
 }
 
+/// Binds `template` into the app cluster with the CLI, as a new binder
+/// holding `bind`; returns the binder's token (for unbind). The caller holds
+/// `bind::app_cluster_binds()`.
+#[allow(dead_code)] // the conformance binary binds its own way
+pub fn bind_template(template: &str) -> String {
+    let (_, token) = binder_token(true);
+    succeeded(
+        &format!("bind --template {template}"),
+        &bindery_cli("bind", &token, &["--template", template]),
+    );
+    token
+}
+
 pub fn succeeded(what: &str, output: &Output) -> String {
     assert!(
         output.status.success(),

@@ -14,7 +14,7 @@
 //! claim reads nothing.
 
 use crate::bind::{app_cluster_binds, app_cluster_namespace};
-use crate::binder::{binder_token, bindery_cli, succeeded};
+use crate::binder::{bind_template, bindery_cli, succeeded};
 use crate::controllers::install_examples;
 use crate::fixture::{clusters, unique_name};
 use std::time::{Duration, Instant};
@@ -67,11 +67,7 @@ fn wait_for_copy(name: &str, want: Option<&str>, why: &str) {
 fn provider_owned_claimed_secrets_follow_their_source_into_the_app_cluster() {
     install_examples();
     let _guard = app_cluster_binds();
-    let (_, token) = binder_token(true);
-    succeeded(
-        "bind",
-        &bindery_cli("bind", &token, &["--template", "postgresql"]),
-    );
+    let token = bind_template("postgresql");
     let (app, provider) = (&clusters().app, &clusters().provider);
     let source_namespace = format!("{}-default", app_cluster_namespace());
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -220,11 +216,7 @@ fn consumer_owned_claimed_objects_are_read_through_the_workspace_filtered_by_the
     install_examples();
     let template = template_claiming_shared_config_maps();
     let _guard = app_cluster_binds();
-    let (_, token) = binder_token(true);
-    succeeded(
-        "bind",
-        &bindery_cli("bind", &token, &["--template", &template]),
-    );
+    let token = bind_template(&template);
     let app = &clusters().app;
     let consumer = app_cluster_namespace()
         .strip_prefix("kube-bind-")

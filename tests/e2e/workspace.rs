@@ -461,15 +461,11 @@ impl Drop for KillOnDrop {
 #[test]
 fn the_example_controller_drives_an_instance_to_ready_as_the_app_cluster_sees_it() {
     use crate::bind::{app_cluster_binds, app_cluster_namespace};
-    use crate::binder::{binder_token, bindery_cli, succeeded};
+    use crate::binder::{bind_template, bindery_cli, succeeded};
     install_examples();
     let controller = example_controller();
     let _guard = app_cluster_binds();
-    let (_, binder) = binder_token(true);
-    succeeded(
-        "bind",
-        &bindery_cli("bind", &binder, &["--template", "postgresql"]),
-    );
+    let binder = bind_template("postgresql");
     let (app, provider) = (&clusters().app, &clusters().provider);
     let workspace = provider.kubectl(&[
         "-n",

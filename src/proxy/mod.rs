@@ -14,7 +14,7 @@ use crate::status::ApiError;
 use crate::translate::continue_token::ContinueTokens;
 use crate::translate::continue_token::TokenError;
 use crate::translate::objects::{Refusal, Visibility, object_up};
-use crate::translate::request::{ConsumerRequest, RequestError, request_down, token_scope};
+use crate::translate::request::{ConsumerRequest, RequestError, encode, request_down, token_scope};
 use crate::translate::response::{Translated, body_up, event_up, text_up};
 use crate::upstream::{BoxBody, Upstream};
 use bytes::Bytes;
@@ -229,14 +229,21 @@ impl Proxy {
         name: &str,
     ) -> Result<Option<serde_json::Value>, ApiError> {
         let bound = &served.bound;
-        let mut path = format!("/apis/{}/{}", request.group, request.version);
+        let mut path = format!(
+            "/apis/{}/{}",
+            encode(&request.group),
+            encode(&request.version)
+        );
         if let Some(ns) = &request.namespace {
-            path.push_str(&format!("/namespaces/{}", bound.namespaces.to_provider(ns)));
+            path.push_str(&format!(
+                "/namespaces/{}",
+                encode(&bound.namespaces.to_provider(ns))
+            ));
         }
         path.push_str(&format!(
             "/{}/{}",
-            request.resource,
-            bound.provider_name(name)
+            encode(&request.resource),
+            encode(&bound.provider_name(name))
         ));
         let uri: http::Uri = path
             .parse()

@@ -186,7 +186,7 @@ fn body_down(
 }
 
 /// Percent-encodes one path segment.
-fn encode(segment: &str) -> String {
+pub fn encode(segment: &str) -> String {
     let mut out = String::with_capacity(segment.len());
     for byte in segment.bytes() {
         if byte.is_ascii_alphanumeric() || b"-._~:@!$&'()*+,;=".contains(&byte) {

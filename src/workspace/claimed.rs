@@ -13,6 +13,7 @@ use crate::route::{ConsumerId, ResourceRequest, Verb};
 use crate::router::App;
 use crate::status::ApiError;
 use crate::translate::claimed::{ClaimedView, ClaimedWatch};
+use crate::translate::request::encode;
 use crate::upstream::{BoxBody, KubeUpstream, Upstream};
 use http::Response;
 use http::header::ACCEPT;
@@ -54,17 +55,21 @@ pub async fn serve(
         .ok_or_else(|| ApiError::unavailable("the consumer's app cluster is not registered"))?;
     let view = ClaimedView::new(claims);
     let mut path = if request.group.is_empty() {
-        format!("/api/{}", request.version)
+        format!("/api/{}", encode(&request.version))
     } else {
-        format!("/apis/{}/{}", request.group, request.version)
+        format!(
+            "/apis/{}/{}",
+            encode(&request.group),
+            encode(&request.version)
+        )
     };
     if let Some(namespace) = &request.namespace {
-        path.push_str(&format!("/namespaces/{namespace}"));
+        path.push_str(&format!("/namespaces/{}", encode(namespace)));
     }
-    path.push_str(&format!("/{}", request.resource));
+    path.push_str(&format!("/{}", encode(&request.resource)));
     let collection = path.clone();
     if let Some(name) = &request.name {
-        path.push_str(&format!("/{name}"));
+        path.push_str(&format!("/{}", encode(name)));
     }
     let query = decoded_query(&parts.uri);
     if !query.is_empty() {

@@ -12,6 +12,7 @@ use crate::router::App;
 use crate::status::ApiError;
 use crate::translate::BoundResource;
 use crate::translate::continue_token::TokenError;
+use crate::translate::request::encode;
 use crate::translate::workspace::Consumers;
 use crate::upstream::BoxBody;
 use http::{Method, Response};
@@ -91,9 +92,9 @@ pub async fn serve(
     provider_query.push(("labelSelector".into(), Consumers::selector(caller_selector)));
     let uri = format!(
         "/apis/{}/{}/{}?{}",
-        request.group,
-        request.version,
-        request.resource,
+        encode(&request.group),
+        encode(&request.version),
+        encode(&request.resource),
         form_urlencoded::Serializer::new(String::new())
             .extend_pairs(&provider_query)
             .finish()

@@ -342,6 +342,7 @@ async fn bind_template(
         .map(app_objects::api_service_name)
         .collect();
     wait_available(app, &names, options.timeout).await?;
+    wait_discovered(app, &state.group_versions, options.timeout).await?;
     let resources: Vec<String> = state
         .group_versions
         .iter()
@@ -646,6 +647,59 @@ async fn wait_available(app: &kube::Client, names: &[String], timeout: Duration)
     Ok(())
 }
 
+/// Waits until the app cluster's aggregated discovery (what kubectl reads)
+/// lists every bound group/version with its resources. The aggregator
+/// refreshes that document on its own after an APIService turns Available,
+/// and until then kubectl cannot map the bound kinds.
+async fn wait_discovered(
+    app: &kube::Client,
+    bound: &[super::wire::GroupVersion],
+    timeout: Duration,
+) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let request = http::Request::builder()
+            .uri("/apis")
+            .header(
+                http::header::ACCEPT,
+                "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+            )
+            .body(Vec::new())?;
+        let document: Value = app.request(request).await?;
+        let missing: Vec<String> = bound
+            .iter()
+            .filter(|gv| !discovered(&document, &gv.group, &gv.version))
+            .map(|gv| format!("{}/{}", gv.group, gv.version))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "the app cluster's discovery does not list {} yet",
+                missing.join(", ")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Whether an aggregated discovery document lists `group`/`version` with
+/// resources, and not as stale.
+fn discovered(document: &Value, group: &str, version: &str) -> bool {
+    document["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|g| g["metadata"]["name"] == group)
+        .flat_map(|g| g["versions"].as_array().into_iter().flatten())
+        .any(|v| {
+            v["version"] == version
+                && v["freshness"] != "Stale"
+                && v["resources"].as_array().is_some_and(|r| !r.is_empty())
+        })
+}
+
 /// Removes what bind made for `export`, and the shared objects with the
 /// last binding.
 pub async fn unbind(options: UnbindOptions) -> Result<()> {
@@ -756,6 +810,25 @@ async fn delete_labelled(app: &kube::Client, labels: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn discovery_must_list_the_version_with_resources_and_fresh() {
+        let document = serde_json::json!({"items": [
+            {"metadata": {"name": "db.example.com"}, "versions": [
+                {"version": "v1", "resources": [{"resource": "postgresqlinstances"}], "freshness": "Current"},
+                {"version": "v1beta1", "resources": [{"resource": "postgresqlinstances"}], "freshness": "Stale"},
+                {"version": "v2", "resources": []},
+            ]},
+        ]});
+        assert!(discovered(&document, "db.example.com", "v1"));
+        assert!(!discovered(&document, "db.example.com", "v1beta1"), "stale");
+        assert!(
+            !discovered(&document, "db.example.com", "v2"),
+            "no resources"
+        );
+        assert!(!discovered(&document, "other.io", "v1"));
+        assert!(!discovered(&serde_json::json!({}), "db.example.com", "v1"));
+    }
 
     #[test]
     fn loopback_hosts_become_localhost() {

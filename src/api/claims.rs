@@ -35,6 +35,10 @@ pub struct ClaimSelector {
     /// Objects picked one by one by name (and namespace).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub named_resources: Vec<NamedResource>,
+    /// bindery extension (klutch's `selector.namespaces`): only objects in
+    /// these consumer-side namespaces. Empty means any namespace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<String>,
     /// Objects picked by their labels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label_selector: Option<LabelSelector>,

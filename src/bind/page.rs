@@ -123,6 +123,7 @@ pub fn describe_claim(claim: &PermissionClaim) -> String {
     let mut words = format!("{} ({group})", claim.resource);
     let ClaimSelector {
         named_resources,
+        namespaces,
         label_selector,
         owner,
         ..
@@ -141,6 +142,9 @@ pub fn describe_claim(claim: &PermissionClaim) -> String {
             })
             .collect();
         words.push_str(&format!(", named {}", names.join(", ")));
+    }
+    if !namespaces.is_empty() {
+        words.push_str(&format!(", in namespaces {}", namespaces.join(", ")));
     }
     if let Some(labels) = label_selector
         .as_ref()

@@ -50,6 +50,13 @@ pub fn covers(claim: &PermissionClaim, object: &ClaimedObject) -> bool {
     {
         return false;
     }
+    if !selector.namespaces.is_empty()
+        && !object
+            .consumer_namespace
+            .is_some_and(|ns| selector.namespaces.iter().any(|n| n == ns))
+    {
+        return false;
+    }
     if let Some(label_selector) = &selector.label_selector {
         match Selector::try_from(label_selector.clone()) {
             Ok(parsed) => {
@@ -132,6 +139,22 @@ mod tests {
             &named,
             &object("db-credential", Some("default"), &none)
         ));
+    }
+
+    #[test]
+    fn namespaces_narrow_to_the_consumer_side_namespaces_named() {
+        let in_two = claim(json!({"namespaces": ["default", "apps"]}));
+        let none = labels(&[]);
+        assert!(covers(&in_two, &object("a", Some("apps"), &none)));
+        assert!(!covers(&in_two, &object("a", Some("app"), &none)));
+        assert!(
+            !covers(&in_two, &object("a", None, &none)),
+            "a cluster-scoped object is in no namespace"
+        );
+        let anded = claim(json!({"namespaces": ["apps"], "namedResources": [{"name": "a"}]}));
+        assert!(covers(&anded, &object("a", Some("apps"), &none)));
+        assert!(!covers(&anded, &object("b", Some("apps"), &none)));
+        assert!(!covers(&anded, &object("a", Some("default"), &none)));
     }
 
     #[test]

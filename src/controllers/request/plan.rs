@@ -307,6 +307,13 @@ fn check_claim(claim: &PermissionClaim, resources: &[PlannedResource]) -> Result
             }
         }
     }
+    for namespace in &selector.namespaces {
+        if !is_dns_label(namespace) {
+            return Err(invalid(format!(
+                "namespace {namespace:?} is not a valid namespace name"
+            )));
+        }
+    }
     for named in &selector.named_resources {
         if named.name.is_empty() {
             return Err(invalid("a named resource has no name".into()));

@@ -541,6 +541,19 @@ fn a_claim_with_a_malformed_resource_is_invalid() {
 }
 
 #[test]
+fn a_claim_on_a_malformed_namespace_is_invalid_and_a_good_one_is_planned() {
+    assert_refused(
+        plan_with_claim(json!({"resource": "secrets", "selector": {"namespaces": ["Apps"]}})),
+        "InvalidPermissionClaim",
+        &["namespace \"Apps\"", "not a valid namespace name"],
+    );
+    let plan = planned(plan_with_claim(
+        json!({"resource": "secrets", "selector": {"namespaces": ["apps"]}}),
+    ));
+    assert_eq!(plan.claims[0].selector.namespaces, vec!["apps".to_string()]);
+}
+
+#[test]
 fn a_claim_on_an_exported_resource_is_invalid() {
     assert_refused(
         plan_with_claim(json!({"group": "example.com", "resource": "widgets"})),

@@ -11,60 +11,88 @@ use crate::upstream::BoxBody;
 use http::header::{ACCEPT, CACHE_CONTROL, ETAG, IF_NONE_MATCH, VARY};
 use http::{HeaderMap, HeaderValue, Response};
 
+/// A discovery or OpenAPI document, ready to be answered.
+pub enum Rendered {
+    /// Served as is, without an entity tag.
+    Plain(serde_json::Value),
+    /// Served with an `ETag` (and `Vary: Accept` when `vary`).
+    Tagged {
+        value: serde_json::Value,
+        content_type: &'static str,
+        vary: bool,
+    },
+}
+
+impl Rendered {
+    pub fn value_mut(&mut self) -> &mut serde_json::Value {
+        match self {
+            Rendered::Plain(value) | Rendered::Tagged { value, .. } => value,
+        }
+    }
+}
+
 /// The response for a discovery or OpenAPI path, or `None` for other paths.
 pub fn serve(
     view: &ConsumerView,
     path: &ApiPath,
     headers: &HeaderMap,
 ) -> Option<Response<BoxBody>> {
+    document(view, path, headers).map(|rendered| respond(rendered, headers))
+}
+
+/// The document of a discovery or OpenAPI path (`Some(None)`: such a path,
+/// with nothing there), or `None` for other paths.
+pub fn document(
+    view: &ConsumerView,
+    path: &ApiPath,
+    headers: &HeaderMap,
+) -> Option<Option<Rendered>> {
     let specs = view.specs();
     let accept = headers.get(ACCEPT).and_then(|v| v.to_str().ok());
     let format = discovery::negotiate::negotiate(accept);
-    let not_found = || error(&ApiError::page_not_found());
+    let aggregated = |value| Rendered::Tagged {
+        value,
+        content_type: format.content_type(),
+        vary: true,
+    };
+    let json = |value| Rendered::Tagged {
+        value,
+        content_type: "application/json",
+        vary: false,
+    };
     Some(match path {
-        ApiPath::LegacyRoot => match format {
-            DiscoveryFormat::Aggregated => tagged(
-                headers,
-                &discovery::aggregated::api(),
-                format.content_type(),
-                true,
-            ),
-            DiscoveryFormat::Legacy => plain(&discovery::legacy::api_versions(None)),
-        },
-        ApiPath::GroupList => match format {
-            DiscoveryFormat::Aggregated => tagged(
-                headers,
-                &discovery::aggregated::apis(&specs),
-                format.content_type(),
-                true,
-            ),
-            DiscoveryFormat::Legacy => plain(&discovery::legacy::api_group_list(&specs)),
-        },
-        ApiPath::Group(group) => match discovery::legacy::api_group(&specs, group) {
-            Some(value) => plain(&value),
-            None => not_found(),
-        },
+        ApiPath::LegacyRoot => Some(match format {
+            DiscoveryFormat::Aggregated => aggregated(discovery::aggregated::api()),
+            DiscoveryFormat::Legacy => Rendered::Plain(discovery::legacy::api_versions(None)),
+        }),
+        ApiPath::GroupList => Some(match format {
+            DiscoveryFormat::Aggregated => aggregated(discovery::aggregated::apis(&specs)),
+            DiscoveryFormat::Legacy => Rendered::Plain(discovery::legacy::api_group_list(&specs)),
+        }),
+        ApiPath::Group(group) => discovery::legacy::api_group(&specs, group).map(Rendered::Plain),
         ApiPath::GroupVersion { group, version } => {
-            match discovery::legacy::api_resource_list(&specs, group, version) {
-                Some(value) => plain(&value),
-                None => not_found(),
-            }
+            discovery::legacy::api_resource_list(&specs, group, version).map(Rendered::Plain)
         }
-        ApiPath::OpenApiV2 => tagged(
-            headers,
-            &discovery::openapi::v2(&specs),
-            "application/json",
-            false,
-        ),
-        ApiPath::OpenApiV3Root => plain(&discovery::openapi::v3_root(&specs)),
+        ApiPath::OpenApiV2 => Some(json(discovery::openapi::v2(&specs))),
+        ApiPath::OpenApiV3Root => Some(Rendered::Plain(discovery::openapi::v3_root(&specs))),
         ApiPath::OpenApiV3GroupVersion { group, version } => {
-            match discovery::openapi::v3_group_version(&specs, group, version) {
-                Some(value) => tagged(headers, &value, "application/json", false),
-                None => not_found(),
-            }
+            discovery::openapi::v3_group_version(&specs, group, version).map(json)
         }
         _ => return None,
     })
+}
+
+/// Answers with `rendered`; `None` is kube-apiserver's 404 page.
+pub fn respond(rendered: Option<Rendered>, headers: &HeaderMap) -> Response<BoxBody> {
+    match rendered {
+        None => error(&ApiError::page_not_found()),
+        Some(Rendered::Plain(value)) => plain(&value),
+        Some(Rendered::Tagged {
+            value,
+            content_type,
+            vary,
+        }) => tagged(headers, &value, content_type, vary),
+    }
 }
 
 fn plain(value: &serde_json::Value) -> Response<BoxBody> {

@@ -284,6 +284,10 @@ pub fn parse_api(segments: &[&str]) -> ApiPath {
             group: group.to_string(),
             version: version.to_string(),
         },
+        ["openapi", "v3", "api", version] => ApiPath::OpenApiV3GroupVersion {
+            group: String::new(),
+            version: version.to_string(),
+        },
         _ => ApiPath::NotFound,
     }
 }

@@ -15,6 +15,7 @@
 use super::wire::GroupVersion;
 use crate::api::claims::PermissionClaim;
 use crate::api::{APIServiceBinding, AcceptablePermissionClaim, ClaimState};
+use crate::translate::claimed_discovery::CLAIMED_VERBS;
 use base64::Engine;
 use kube::CustomResourceExt;
 use serde_json::{Value, json};
@@ -251,20 +252,18 @@ pub fn binding(inputs: &BindingInputs) -> Vec<Value> {
     objects
 }
 
-/// What the account may do with the claimed resources of `export`: read
-/// them (provider controllers read consumer-owned ones through the virtual
-/// workspace) and, for provider-owned ones, keep the copies the provider
-/// writes. Nothing when the export claims nothing.
+/// What the account may do with the claimed resources of `export`: what
+/// the virtual workspace serves on them (provider controllers read and
+/// write consumer-owned objects there, each checked against the claims),
+/// and, for provider-owned ones, keeping the copies the provider writes.
+/// Nothing when the export claims nothing.
 fn claim_access(export: &str, claims: &[PermissionClaim]) -> Vec<Value> {
     if claims.is_empty() {
         return Vec::new();
     }
     let mut rules: Vec<Value> = Vec::new();
     for claim in claims {
-        let mut verbs = vec!["get", "list", "watch"];
-        if claim.selector.owner == Some(crate::api::ClaimOwner::Provider) {
-            verbs.extend(["create", "update", "patch", "delete"]);
-        }
+        let verbs = CLAIMED_VERBS;
         let rule =
             json!({"apiGroups": [claim.group], "resources": [claim.resource], "verbs": verbs});
         if !rules.contains(&rule) {
@@ -412,9 +411,8 @@ mod tests {
         assert_eq!(
             role["rules"],
             json!([
-                {"apiGroups": [""], "resources": ["secrets"],
-                    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [""], "resources": ["secrets"], "verbs": CLAIMED_VERBS},
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": CLAIMED_VERBS},
             ])
         );
         let bound = objects

@@ -8,6 +8,8 @@
 pub mod binding;
 pub mod claim_filter;
 pub mod claimed;
+pub mod claimed_discovery;
+pub mod claimed_writes;
 pub mod continue_token;
 pub mod fields;
 pub mod identity;

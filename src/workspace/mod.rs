@@ -10,6 +10,8 @@
 //! across every consumer of the export ([`wildcard`]).
 
 pub mod claimed;
+mod claimed_documents;
+mod claimed_writes;
 mod respond;
 pub mod wildcard;
 
@@ -110,8 +112,7 @@ async fn try_serve(
     }
     let first = views.first().expect("one view per chosen consumer");
     let Some(request) = resource else {
-        return crate::documents::serve(first, &path, &parts.headers)
-            .ok_or_else(ApiError::page_not_found);
+        return documents(app, first, consumer.as_ref(), &export_name, &path, &parts).await;
     };
     let Some(consumer) = consumer else {
         return wildcard::serve(app, export, request, parts).await;
@@ -123,10 +124,53 @@ async fn try_serve(
             cluster_namespace: &first.cluster_namespace,
             export: &export_name,
         };
-        return claimed::serve(app, &target, request, &parts).await;
+        return claimed::serve(app, &target, request, &parts, body).await;
     }
     let body = without_consumer_annotation(&body).map_or(body, Bytes::from);
     Ok(app.proxy.serve(first, request, parts, body).await)
+}
+
+/// Discovery and OpenAPI: the export's resources, and on one consumer's
+/// path also the claimed resources it accepted.
+async fn documents(
+    app: &App,
+    view: &ConsumerView,
+    consumer: Option<&ConsumerId>,
+    export_name: &str,
+    path: &ApiPath,
+    parts: &http::request::Parts,
+) -> Result<Response<BoxBody>, ApiError> {
+    let exported = match (crate::documents::document(view, path, &parts.headers), path) {
+        (Some(document), _) => document,
+        // `/api/<version>`: the core group, which only claims can name.
+        (None, ApiPath::Legacy(segments)) if segments.len() == 1 => None,
+        (None, _) => return Err(ApiError::page_not_found()),
+    };
+    let mut document = match consumer {
+        Some(consumer) => {
+            let target = claimed::ClaimedTarget {
+                consumer,
+                cluster_namespace: &view.cluster_namespace,
+                export: export_name,
+            };
+            claimed_documents::add_claimed(app, &target, path, exported).await?
+        }
+        None => exported,
+    };
+    if let (ApiPath::OpenApiV3Root, Some(root)) = (path, document.as_mut()) {
+        // Clients fetch the links as server-relative URIs, which replace
+        // the whole path of their server URL: keep the workspace in them.
+        let prefix = parts.uri.path().trim_end_matches('/');
+        let prefix = prefix.strip_suffix("/openapi/v3").unwrap_or(prefix);
+        if let Some(paths) = root.value_mut()["paths"].as_object_mut() {
+            for link in paths.values_mut() {
+                if let Some(url) = link["serverRelativeURL"].as_str() {
+                    link["serverRelativeURL"] = format!("{prefix}{url}").into();
+                }
+            }
+        }
+    }
+    Ok(crate::documents::respond(document, &parts.headers))
 }
 
 /// The provider must allow `user` `verb` on the export's content: in the

@@ -21,17 +21,35 @@ pub fn upstream_get(
     caller: &http::HeaderMap,
     watch: bool,
 ) -> Result<(http::Request<Bytes>, bool), ApiError> {
+    upstream_request(http::Method::GET, uri, caller, watch, None)
+}
+
+/// Like [`upstream_get`], for any method, with a JSON (or `content_type`) body.
+pub fn upstream_request(
+    method: http::Method,
+    uri: &str,
+    caller: &http::HeaderMap,
+    watch: bool,
+    body: Option<(&str, Bytes)>,
+) -> Result<(http::Request<Bytes>, bool), ApiError> {
     let accept = caller.get(ACCEPT).and_then(|v| v.to_str().ok());
     let (accept, to_yaml) = negotiate::upstream_accept(accept, watch);
-    let mut request = http::Request::builder().method(http::Method::GET).uri(uri);
+    let mut request = http::Request::builder().method(method).uri(uri);
     if let Some(accept) = accept {
         request = request.header(ACCEPT, accept);
     }
     if let Some(agent) = caller.get(USER_AGENT) {
         request = request.header(USER_AGENT, agent);
     }
+    let body = match body {
+        Some((content_type, body)) => {
+            request = request.header(CONTENT_TYPE, content_type);
+            body
+        }
+        None => Bytes::new(),
+    };
     let request = request
-        .body(Bytes::new())
+        .body(body)
         .map_err(|e| ApiError::internal(e.to_string()))?;
     Ok((request, to_yaml))
 }

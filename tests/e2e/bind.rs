@@ -339,3 +339,59 @@ fn provider_client_certificates_are_binder_credentials() {
         .kubectl_output(&["get", "apiservicebinding", "postgresql"], None);
     assert!(!gone.status.success(), "unbind removed the binding");
 }
+
+/// A CRD of kind `Gadget` in `group` (namespaced, one version v1).
+fn gadget_crd(group: &str) -> String {
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n\
+         metadata: {{name: gadgets.{group}}}\n\
+         spec:\n  group: {group}\n  scope: Namespaced\n\
+         \x20 names: {{plural: gadgets, singular: gadget, kind: Gadget, listKind: GadgetList}}\n\
+         \x20 versions:\n  - name: v1\n    served: true\n    storage: true\n\
+         \x20   schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}\n"
+    )
+}
+
+#[test]
+fn a_group_the_app_cluster_serves_from_its_own_crd_is_not_bound() {
+    install_examples();
+    let (provider, app) = (&clusters().provider, &clusters().app);
+    let group = format!("{}.example.com", unique_name("local"));
+    let template = unique_name("local-gadgets");
+    provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&gadget_crd(&group)));
+    provider.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        &format!("crd/gadgets.{group}"),
+    ]);
+    provider.kubectl_with_stdin(
+        &["apply", "-f", "-"],
+        Some(&format!(
+            "apiVersion: kube-bind.io/v1alpha2\nkind: APIServiceExportTemplate\n\
+             metadata: {{name: {template}}}\n\
+             spec: {{scope: Namespaced, resources: [{{group: {group}, resource: gadgets}}]}}\n"
+        )),
+    );
+    app.kubectl_with_stdin(&["apply", "-f", "-"], Some(&gadget_crd(&group)));
+    let _guard = app_cluster_binds();
+    let (_, token) = binder_token(true);
+    let output = bindery_cli("bind", &token, &["--template", &template]);
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    // Cleaned up before asserting: a CRD left in the app cluster would take
+    // the group from later binds.
+    app.kubectl(&["delete", "crd", &format!("gadgets.{group}")]);
+    let api_service = app.kubectl_output(&["get", "apiservice", &format!("v1.{group}")], None);
+    assert!(!output.status.success(), "bind succeeded over a local CRD");
+    assert!(
+        stderr.contains(&format!("the app cluster serves {group}/v1 itself"))
+            && stderr.contains(&format!("CustomResourceDefinition gadgets.{group}")),
+        "{stderr}"
+    );
+    // kube-apiserver's own local APIService for the CRD was not replaced.
+    let shown = String::from_utf8_lossy(&api_service.stdout).to_string();
+    assert!(
+        !shown.contains("kube-bind/"),
+        "bind registered its APIService: {shown}"
+    );
+    let _ = bindery_cli("unbind", &token, &[&template]);
+}

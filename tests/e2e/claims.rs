@@ -11,7 +11,11 @@
 //! by a provider controller through the consumer's workspace path: lists,
 //! gets and watches show only what the claim covers, a ConfigMap that starts
 //! or stops matching arrives as ADDED or leaves as DELETED, and a rejected
-//! claim reads nothing.
+//! claim reads nothing. The same controller, with kubectl on that path,
+//! discovers and explains the claimed resource next to the exported one,
+//! creates, patches, replaces and deletes covered ConfigMaps, and cannot
+//! create one the claim does not cover, take one out of the claim, or touch
+//! one outside it.
 
 use crate::bind::{app_cluster_binds, app_cluster_namespace};
 use crate::binder::{bind_template, bindery_cli, succeeded};
@@ -209,38 +213,61 @@ fn template_claiming_shared_config_maps() -> String {
     name
 }
 
-#[test]
-fn consumer_owned_claimed_objects_are_read_through_the_workspace_filtered_by_the_claim() {
-    use crate::binder::curl_with_token;
-    use serde_json::Value;
+/// The app cluster bound to a template claiming its `share=yes`
+/// ConfigMaps, with one ConfigMap `shared` (`share=yes`, `k: v`) and one
+/// `private` (`share=no`) in `default`; the guard keeps other binding
+/// tests out.
+struct SharedConfigMaps {
+    template: String,
+    _guard: std::sync::MutexGuard<'static, ()>,
+    token: String,
+    consumer: String,
+    shared: String,
+    private: String,
+}
+
+fn bind_shared_config_maps() -> SharedConfigMaps {
     install_examples();
     let template = template_claiming_shared_config_maps();
     let _guard = app_cluster_binds();
     let token = bind_template(&template);
-    let app = &clusters().app;
     let consumer = app_cluster_namespace()
         .strip_prefix("kube-bind-")
         .unwrap()
         .to_string();
     let (shared, private) = (unique_name("shared"), unique_name("private"));
     for (name, share) in [(&shared, "yes"), (&private, "no")] {
-        app.kubectl(&[
-            "-n",
-            "default",
-            "create",
-            "configmap",
-            name,
-            "--from-literal=k=v",
-        ]);
-        app.kubectl(&[
-            "-n",
-            "default",
-            "label",
-            "configmap",
-            name,
-            &format!("share={share}"),
-        ]);
+        clusters().app.kubectl_with_stdin(
+            &["apply", "-f", "-"],
+            Some(&format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: default, \
+                 labels: {{share: \"{share}\"}}}}\ndata: {{k: v}}\n"
+            )),
+        );
     }
+    SharedConfigMaps {
+        template,
+        _guard,
+        token,
+        consumer,
+        shared,
+        private,
+    }
+}
+
+#[test]
+fn consumer_owned_claimed_objects_are_read_through_the_workspace_filtered_by_the_claim() {
+    use crate::binder::curl_with_token;
+    use serde_json::Value;
+    let SharedConfigMaps {
+        template,
+        _guard,
+        token,
+        consumer,
+        shared,
+        private,
+    } = bind_shared_config_maps();
+    let app = &clusters().app;
     let (_, controller) =
         crate::workspace::controller_token(&template, &["get", "list", "watch"], None);
     let base = format!(
@@ -366,4 +393,205 @@ fn consumer_owned_claimed_objects_are_read_through_the_workspace_filtered_by_the
     for name in [&shared, &private] {
         app.kubectl(&["-n", "default", "delete", "configmap", name]);
     }
+}
+
+/// kubectl against a workspace path, with a provider token.
+fn workspace_kubectl(server: &str, token: &str, args: &[&str]) -> std::process::Output {
+    let scratch = std::env::temp_dir().join(unique_name("vw-kubectl"));
+    std::process::Command::new(crate::fixture::kubectl_path())
+        .env("KUBECONFIG", scratch.join("none"))
+        .arg(format!("--cache-dir={}", scratch.join("cache").display()))
+        .arg(format!("--server={server}"))
+        .arg(format!("--token={token}"))
+        .arg(format!(
+            "--certificate-authority={}",
+            crate::bindery::bindery()
+                .pki
+                .join("bindery/serving-ca.crt")
+                .display()
+        ))
+        .args(args)
+        .output()
+        .expect("kubectl runs")
+}
+
+#[test]
+fn consumer_owned_claimed_objects_are_discovered_and_written_through_the_workspace_only_as_claimed()
+{
+    let SharedConfigMaps {
+        template,
+        _guard,
+        token,
+        consumer,
+        shared,
+        private,
+    } = bind_shared_config_maps();
+    let app = &clusters().app;
+    let made = unique_name("made");
+    let verbs = [
+        "get", "list", "watch", "create", "update", "patch", "delete",
+    ];
+    let (_, controller) = crate::workspace::controller_token(&template, &verbs, None);
+    let server = format!(
+        "{}/services/export/{template}/clusters/{consumer}",
+        crate::bindery::bindery().url
+    );
+    let run = |args: &[&str]| workspace_kubectl(&server, &controller, args);
+    let ok = |args: &[&str]| -> String {
+        let output = run(args);
+        assert!(
+            output.status.success(),
+            "kubectl {args:?} through the workspace: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).to_string()
+    };
+    let refused = |args: &[&str], reason: &str| {
+        let output = run(args);
+        let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+        assert!(
+            !output.status.success() && stderr.to_lowercase().contains(reason),
+            "kubectl {args:?} should fail with {reason}: {stderr}"
+        );
+    };
+    let app_data = |name: &str| {
+        app.kubectl_output(
+            &[
+                "-n",
+                "default",
+                "get",
+                "configmap",
+                name,
+                "-o",
+                "jsonpath={.data.k}",
+            ],
+            None,
+        )
+    };
+
+    // Discovery and OpenAPI: the claimed resource next to the exported one,
+    // nothing else of the core group.
+    let resources = ok(&["api-resources", "-o", "name"]);
+    let listed: Vec<&str> = resources.lines().collect();
+    assert!(listed.contains(&"configmaps"), "{resources}");
+    assert!(
+        listed.iter().any(|r| r.starts_with("servicebindings.")),
+        "{resources}"
+    );
+    assert!(!listed.contains(&"secrets"), "{resources}");
+    assert!(!listed.contains(&"pods"), "{resources}");
+    let explained = ok(&["explain", "configmaps.data"]);
+    assert!(
+        explained.contains("KIND:") && explained.contains("ConfigMap"),
+        "{explained}"
+    );
+    let names = ok(&["-n", "default", "get", "configmaps", "-o", "name"]);
+    assert_eq!(names.trim(), format!("configmap/{shared}"));
+
+    // Create: only an object the claim covers.
+    refused(
+        &[
+            "-n",
+            "default",
+            "create",
+            "configmap",
+            &made,
+            "--from-literal=k=v",
+        ],
+        "forbidden",
+    );
+    let manifest = format!(
+        "{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"{made}\",\
+         \"namespace\":\"default\",\"labels\":{{\"share\":\"yes\"}}}},\"data\":{{\"k\":\"made\"}}}}"
+    );
+    let manifest_file = std::env::temp_dir().join(format!("{made}.json"));
+    std::fs::write(&manifest_file, &manifest).unwrap();
+    ok(&["create", "-f", manifest_file.to_str().unwrap()]);
+    assert_eq!(String::from_utf8_lossy(&app_data(&made).stdout), "made");
+
+    // Patch and update (PUT) of a covered object land in the app cluster.
+    ok(&[
+        "-n",
+        "default",
+        "patch",
+        "configmap",
+        &shared,
+        "--type=merge",
+        "-p",
+        r#"{"data":{"k":"patched"}}"#,
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&app_data(&shared).stdout),
+        "patched"
+    );
+    let current = ok(&["-n", "default", "get", "configmap", &shared, "-o", "json"]);
+    let replaced = current.replace("\"patched\"", "\"replaced\"");
+    std::fs::write(&manifest_file, &replaced).unwrap();
+    ok(&["replace", "-f", manifest_file.to_str().unwrap()]);
+    assert_eq!(
+        String::from_utf8_lossy(&app_data(&shared).stdout),
+        "replaced"
+    );
+
+    // A write that would take the object out of the claim is forbidden, and
+    // changes nothing.
+    refused(
+        &[
+            "-n",
+            "default",
+            "label",
+            "--overwrite",
+            "configmap",
+            &shared,
+            "share=no",
+        ],
+        "forbidden",
+    );
+    let label = app.kubectl(&[
+        "-n",
+        "default",
+        "get",
+        "configmap",
+        &shared,
+        "-o",
+        "jsonpath={.metadata.labels.share}",
+    ]);
+    assert_eq!(label, "yes");
+
+    // An object outside the claim cannot be written, read or deleted.
+    for args in [
+        vec![
+            "-n",
+            "default",
+            "patch",
+            "configmap",
+            private.as_str(),
+            "--type=merge",
+            "-p",
+            r#"{"data":{"k":"stolen"}}"#,
+        ],
+        vec![
+            "-n",
+            "default",
+            "label",
+            "--overwrite",
+            "configmap",
+            private.as_str(),
+            "share=yes",
+        ],
+        vec!["-n", "default", "delete", "configmap", private.as_str()],
+    ] {
+        refused(&args, "not found");
+    }
+    assert_eq!(String::from_utf8_lossy(&app_data(&private).stdout), "v");
+
+    // Delete of a covered object.
+    ok(&["-n", "default", "delete", "configmap", &made]);
+    assert!(!app_data(&made).status.success(), "{made} is still there");
+
+    succeeded("unbind", &bindery_cli("unbind", &token, &[&template]));
+    for name in [&shared, &private] {
+        app.kubectl(&["-n", "default", "delete", "configmap", name]);
+    }
+    let _ = std::fs::remove_file(manifest_file);
 }

@@ -11,6 +11,7 @@ pub mod app_cluster;
 pub mod auth;
 pub mod authz;
 pub mod bind;
+pub mod cache;
 pub mod catalog;
 pub mod certs;
 pub mod controllers;

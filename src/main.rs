@@ -166,6 +166,10 @@ struct ServeArgs {
     /// publishes its virtual workspace under it.
     #[arg(long)]
     external_url: Option<String>,
+    /// Answer `resourceVersion=0` and `NotOlderThan` lists from a shared watch cache: one
+    /// list+watch per provider resource (`BINDERY_WATCH_CACHE`).
+    #[arg(long, env = "BINDERY_WATCH_CACHE", default_value_t = true, action = clap::ArgAction::Set)]
+    watch_cache: bool,
     #[command(flatten)]
     lease: LeaseArgs,
 }
@@ -330,6 +334,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             options
         }),
         cluster_namespace_prefix: args.cluster_namespace_prefix,
+        watch_cache: args.watch_cache,
     }))
 }
 

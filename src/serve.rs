@@ -6,6 +6,7 @@ use crate::auth::client_cert::ConsumerCertificates;
 use crate::auth::front_proxy::{FrontProxy, Registrations};
 use crate::auth::service_account::ServiceAccountTokens;
 use crate::auth::trust::{CaVerifier, DynamicClientVerifier, parse_pem_bundle};
+use crate::cache::CachedUpstream;
 use crate::catalog;
 use crate::proxy::Proxy;
 use crate::proxy::namespaces::NamespaceProvisioner;
@@ -25,6 +26,8 @@ pub struct Options {
     pub cluster_namespace_prefix: String,
     /// The provider-side controllers to run beside serving, if any.
     pub controllers: Option<crate::controllers::Options>,
+    /// Answer the lists it can from the shared watch cache ([`crate::cache`]).
+    pub watch_cache: bool,
 }
 
 pub async fn run(options: Options) -> Result<()> {
@@ -71,7 +74,14 @@ pub async fn run(options: Options) -> Result<()> {
     let app = Arc::new(App {
         catalog: catalog.clone(),
         proxy: Proxy {
-            upstream: Arc::new(KubeUpstream::new(client.clone())),
+            upstream: if options.watch_cache {
+                Arc::new(CachedUpstream::new(
+                    Arc::new(KubeUpstream::new(client.clone())),
+                    client.clone(),
+                ))
+            } else {
+                Arc::new(KubeUpstream::new(client.clone()))
+            },
             tokens: Arc::new(ContinueTokens::random()),
             namespaces: NamespaceProvisioner::new(client.clone()),
             shutdown: stop_rx,

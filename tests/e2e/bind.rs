@@ -341,7 +341,7 @@ fn provider_client_certificates_are_binder_credentials() {
 }
 
 /// A CRD of kind `Gadget` in `group` (namespaced, one version v1).
-fn gadget_crd(group: &str) -> String {
+pub(crate) fn gadget_crd(group: &str) -> String {
     format!(
         "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n\
          metadata: {{name: gadgets.{group}}}\n\

@@ -9,6 +9,7 @@ mod bind;
 mod binder;
 mod bindery;
 mod browser;
+mod cache;
 mod claims;
 mod controllers;
 mod deletion;

@@ -1,0 +1,278 @@
+//! The objects of one provider resource as the watch cache holds them: each
+//! kept serialized once per change (shared bytes) with its labels, ordered
+//! by namespace and name (kube-apiserver's list order), and the
+//! resourceVersion the store has reached. A LIST is answered by joining the
+//! selected objects' bytes, with no decoding or encoding per request. Pure.
+
+use super::query::CacheableList;
+use bytes::Bytes;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// One stored object.
+#[derive(Clone, Debug)]
+struct Stored {
+    bytes: Bytes,
+    labels: BTreeMap<String, String>,
+}
+
+/// What a watch event did to the store.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// The store moved to this resourceVersion.
+    Advanced(u64),
+    /// The watch ended with an error (410 Gone and the like): relist.
+    Relist,
+    /// Not understood; ignored.
+    Ignored,
+}
+
+/// The objects of one resource.
+#[derive(Debug)]
+pub struct Store {
+    objects: BTreeMap<(String, String), Stored>,
+    resource_version: u64,
+    api_version: String,
+    list_kind: String,
+}
+
+impl Store {
+    /// A store from a provider LIST; `None` when the list is not one (or
+    /// its resourceVersion is not a number).
+    pub fn from_list(list: &Value) -> Option<Self> {
+        let resource_version = list["metadata"]["resourceVersion"].as_str()?.parse().ok()?;
+        let mut store = Self {
+            objects: BTreeMap::new(),
+            resource_version,
+            api_version: list["apiVersion"].as_str()?.to_string(),
+            list_kind: list["kind"].as_str()?.to_string(),
+        };
+        // Items of a list carry no apiVersion/kind; watch events do.
+        let kind = store.list_kind.strip_suffix("List")?.to_string();
+        for item in list["items"].as_array()? {
+            let mut item = item.clone();
+            if let Some(object) = item.as_object_mut() {
+                object
+                    .entry("apiVersion")
+                    .or_insert_with(|| store.api_version.clone().into());
+                object.entry("kind").or_insert_with(|| kind.clone().into());
+            }
+            store.put(&item);
+        }
+        Some(store)
+    }
+
+    pub fn resource_version(&self) -> u64 {
+        self.resource_version
+    }
+
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// Applies one watch event (`{"type": ..., "object": ...}`).
+    pub fn apply(&mut self, event: &Value) -> Applied {
+        let object = &event["object"];
+        let version = object["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|v| v.parse::<u64>().ok());
+        match (event["type"].as_str(), version) {
+            (Some("ERROR"), _) => Applied::Relist,
+            (Some("ADDED" | "MODIFIED"), Some(version)) => {
+                self.put(object);
+                self.advance(version)
+            }
+            (Some("DELETED"), Some(version)) => {
+                self.objects.remove(&key_of(object));
+                self.advance(version)
+            }
+            (Some("BOOKMARK"), Some(version)) => self.advance(version),
+            _ => Applied::Ignored,
+        }
+    }
+
+    fn advance(&mut self, version: u64) -> Applied {
+        self.resource_version = self.resource_version.max(version);
+        Applied::Advanced(self.resource_version)
+    }
+
+    fn put(&mut self, object: &Value) {
+        let labels = object["metadata"]["labels"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+            .collect();
+        let bytes = Bytes::from(serde_json::to_vec(object).unwrap_or_default());
+        self.objects
+            .insert(key_of(object), Stored { bytes, labels });
+    }
+
+    /// The LIST body for `namespace` (all when `None`), as kube-apiserver
+    /// writes a list it serves from its watch cache.
+    pub fn list_body(&self, namespace: Option<&str>, list: &CacheableList) -> Vec<u8> {
+        let selected: Vec<&Stored> = match namespace {
+            Some(ns) => self
+                .objects
+                .range((ns.to_string(), String::new())..)
+                .take_while(|((n, _), _)| n == ns)
+                .filter(|((n, name), s)| list.selects(n, name, &s.labels))
+                .map(|(_, s)| s)
+                .collect(),
+            None => self
+                .objects
+                .iter()
+                .filter(|((n, name), s)| list.selects(n, name, &s.labels))
+                .map(|(_, s)| s)
+                .collect(),
+        };
+        let size: usize = selected.iter().map(|s| s.bytes.len() + 1).sum();
+        let mut body = Vec::with_capacity(size + 200);
+        body.extend_from_slice(b"{\"apiVersion\":");
+        body.extend_from_slice(&json_string(&self.api_version));
+        body.extend_from_slice(b",\"items\":[");
+        for (i, stored) in selected.iter().enumerate() {
+            if i > 0 {
+                body.push(b',');
+            }
+            body.extend_from_slice(&stored.bytes);
+        }
+        body.extend_from_slice(b"],\"kind\":");
+        body.extend_from_slice(&json_string(&self.list_kind));
+        body.extend_from_slice(b",\"metadata\":{\"continue\":\"\",\"resourceVersion\":\"");
+        body.extend_from_slice(self.resource_version.to_string().as_bytes());
+        body.extend_from_slice(b"\"}}");
+        body
+    }
+}
+
+fn key_of(object: &Value) -> (String, String) {
+    let metadata = &object["metadata"];
+    (
+        metadata["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        metadata["name"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+fn json_string(s: &str) -> Vec<u8> {
+    serde_json::to_vec(s).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn widget(ns: &str, name: &str, version: &str, labels: Value) -> Value {
+        json!({"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"namespace": ns, "name": name, "resourceVersion": version, "labels": labels},
+            "spec": {"size": 1}})
+    }
+
+    fn any() -> CacheableList {
+        CacheableList::of_query(&[("resourceVersion".into(), "0".into())]).unwrap()
+    }
+
+    fn names(body: &[u8]) -> Vec<String> {
+        let list: Value = serde_json::from_slice(body).expect("the body is JSON");
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| {
+                format!(
+                    "{}/{}",
+                    i["metadata"]["namespace"].as_str().unwrap(),
+                    i["metadata"]["name"].as_str().unwrap()
+                )
+            })
+            .collect()
+    }
+
+    fn store() -> Store {
+        let mut b = widget("b", "w1", "5", json!({"app": "db"}));
+        let mut a = widget("a", "w2", "6", json!({}));
+        for item in [&mut a, &mut b] {
+            let object = item.as_object_mut().unwrap();
+            object.remove("apiVersion");
+            object.remove("kind");
+        }
+        Store::from_list(
+            &json!({"apiVersion": "example.com/v1", "kind": "WidgetList",
+            "metadata": {"resourceVersion": "10"}, "items": [b, a]}),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_list_is_kept_in_key_order_with_its_version_and_items_complete() {
+        let store = store();
+        assert_eq!(store.resource_version(), 10);
+        let body = store.list_body(None, &any());
+        assert_eq!(names(&body), ["a/w2", "b/w1"]);
+        let list: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(list["kind"], "WidgetList");
+        assert_eq!(list["metadata"]["resourceVersion"], "10");
+        assert_eq!(
+            list["metadata"]["continue"], "",
+            "as kube-apiserver writes it"
+        );
+        assert_eq!(list["items"][0]["kind"], "Widget", "items carry their kind");
+        assert_eq!(list["items"][0]["apiVersion"], "example.com/v1");
+    }
+
+    #[test]
+    fn events_change_the_store_and_move_its_version() {
+        let mut store = store();
+        let added = json!({"type": "ADDED", "object": widget("a", "w0", "11", json!({}))});
+        assert_eq!(store.apply(&added), Applied::Advanced(11));
+        let deleted = json!({"type": "DELETED", "object": widget("b", "w1", "12", json!({}))});
+        assert_eq!(store.apply(&deleted), Applied::Advanced(12));
+        let bookmark =
+            json!({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "20"}}});
+        assert_eq!(store.apply(&bookmark), Applied::Advanced(20));
+        assert_eq!(names(&store.list_body(None, &any())), ["a/w0", "a/w2"]);
+        let gone = json!({"type": "ERROR", "object": {"kind": "Status", "code": 410}});
+        assert_eq!(store.apply(&gone), Applied::Relist);
+        assert_eq!(store.apply(&json!({"type": "ADDED"})), Applied::Ignored);
+    }
+
+    #[test]
+    fn lists_are_narrowed_by_namespace_and_selectors() {
+        let mut store = store();
+        store.apply(
+            &json!({"type": "ADDED", "object": widget("a", "w3", "11", json!({"app": "db"}))}),
+        );
+        store.apply(
+            &json!({"type": "ADDED", "object": widget("ab", "w4", "12", json!({"app": "db"}))}),
+        );
+        assert_eq!(names(&store.list_body(Some("a"), &any())), ["a/w2", "a/w3"]);
+        let db = CacheableList::of_query(&[
+            ("resourceVersion".into(), "0".into()),
+            ("labelSelector".into(), "app=db".into()),
+        ])
+        .unwrap();
+        assert_eq!(
+            names(&store.list_body(None, &db)),
+            ["a/w3", "ab/w4", "b/w1"]
+        );
+        assert_eq!(names(&store.list_body(Some("a"), &db)), ["a/w3"]);
+        assert!(names(&store.list_body(Some("c"), &any())).is_empty());
+    }
+
+    #[test]
+    fn lists_without_numeric_versions_are_not_cached() {
+        assert!(
+            Store::from_list(&json!({"apiVersion": "v1", "kind": "WidgetList",
+            "metadata": {"resourceVersion": "abc"}, "items": []}))
+            .is_none()
+        );
+    }
+}

@@ -1,0 +1,117 @@
+//! LIST of 10,000 objects through bindery against the same LIST made
+//! directly to the provider, side by side in one run on the same real
+//! provider (started by the test fixture): at `resourceVersion=0` (served
+//! by kube-apiserver's watch cache on one side, bindery's on the other) and
+//! consistent (no resourceVersion). Bodies are read as raw bytes, so the
+//! client's decoding does not dilute the ratio. Results and the command are
+//! recorded in `benches/RESULTS.md`.
+
+#[allow(dead_code)]
+#[path = "../tests/e2e/bindery.rs"]
+mod bindery;
+#[allow(dead_code)]
+#[path = "../tests/e2e/fixture.rs"]
+mod fixture;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use fixture::{clusters, repo_root};
+use futures::StreamExt;
+
+const CRD: &str = "widgets.conformance.bindery.dev";
+const OBJECTS: usize = 10_000;
+const CONSUMER: &str = "bench10k";
+
+/// 10,000 under `cargo bench`; a hundred when `cargo test` runs the
+/// benchmarks once to check that they work.
+fn objects() -> usize {
+    if std::env::args().any(|a| a == "--bench") {
+        OBJECTS
+    } else {
+        100
+    }
+}
+
+/// GETs `path` and returns the body's length (the whole body is read).
+async fn get(client: &kube::Client, path: &str) -> usize {
+    let request = http::Request::builder()
+        .uri(path)
+        .header(http::header::ACCEPT, "application/json")
+        .body(Vec::new())
+        .expect("a request");
+    client.request_text(request).await.expect("a list").len()
+}
+
+fn list_10k(c: &mut Criterion) {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let provider = &clusters().provider;
+    provider.kubectl(&[
+        "apply",
+        "-f",
+        &repo_root().join("conformance/crds").to_string_lossy(),
+    ]);
+    provider.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        &format!("crd/{CRD}"),
+    ]);
+    let consumer = bindery::bindery().consumer(CONSUMER, CRD, "widgets");
+    let (direct, through) = runtime.block_on(async {
+        let direct = provider.client().await;
+        let through = consumer.client().await;
+        // Made through bindery, so that they carry the identity labels; the
+        // direct requests read the very same objects.
+        let creates = (0..objects()).map(|i| {
+            let through = through.clone();
+            async move {
+                let body = serde_json::json!({
+                    "apiVersion": "conformance.bindery.dev/v1", "kind": "Widget",
+                    "metadata": {"name": format!("w-{i:05}"), "labels": {"bench": "yes"}},
+                    "spec": {"size": "small", "replicas": 1, "note": "x".repeat(200)},
+                });
+                let request = http::Request::builder()
+                    .method("POST")
+                    .uri("/apis/conformance.bindery.dev/v1/namespaces/load/widgets")
+                    .header(http::header::CONTENT_TYPE, "application/json")
+                    .body(serde_json::to_vec(&body).expect("JSON"))
+                    .expect("a request");
+                // Already there on a second run: fine.
+                let _ = through.request_text(request).await;
+            }
+        });
+        futures::stream::iter(creates)
+            .buffer_unordered(16)
+            .collect::<Vec<()>>()
+            .await;
+        (direct, through)
+    });
+    let direct_path =
+        format!("/apis/conformance.bindery.dev/v1/namespaces/kube-bind-{CONSUMER}-load/widgets");
+    let through_path = "/apis/conformance.bindery.dev/v1/namespaces/load/widgets".to_string();
+    let sizes = runtime.block_on(async {
+        (
+            get(&direct, &format!("{direct_path}?resourceVersion=0")).await,
+            get(&through, &format!("{through_path}?resourceVersion=0")).await,
+        )
+    });
+    eprintln!(
+        "list bodies: direct {} bytes, bindery {} bytes",
+        sizes.0, sizes.1
+    );
+
+    for (name, query) in [("any", "?resourceVersion=0"), ("consistent", "")] {
+        let mut group = c.benchmark_group(format!("list-{OBJECTS}-{name}"));
+        group.sample_size(10);
+        for (side, client, path) in [
+            ("direct", &direct, &direct_path),
+            ("bindery", &through, &through_path),
+        ] {
+            let uri = format!("{path}{query}");
+            group.bench_function(side, |b| b.to_async(&runtime).iter(|| get(client, &uri)));
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, list_10k);
+criterion_main!(benches);

@@ -31,14 +31,21 @@ fn objects() -> usize {
     }
 }
 
-/// GETs `path` and returns the body's length (the whole body is read).
-async fn get(client: &kube::Client, path: &str) -> usize {
+/// GETs `path` and returns the body (read whole).
+async fn get(client: &kube::Client, path: &str) -> String {
     let request = http::Request::builder()
         .uri(path)
         .header(http::header::ACCEPT, "application/json")
         .body(Vec::new())
         .expect("a request");
-    client.request_text(request).await.expect("a list").len()
+    client.request_text(request).await.expect("a list")
+}
+
+/// How many items a list body holds.
+fn items(body: &str) -> usize {
+    serde_json::from_str::<serde_json::Value>(body).expect("a JSON list")["items"]
+        .as_array()
+        .map_or(0, Vec::len)
 }
 
 fn list_10k(c: &mut Criterion) {
@@ -66,8 +73,9 @@ fn list_10k(c: &mut Criterion) {
             async move {
                 let body = serde_json::json!({
                     "apiVersion": "conformance.bindery.dev/v1", "kind": "Widget",
-                    "metadata": {"name": format!("w-{i:05}"), "labels": {"bench": "yes"}},
-                    "spec": {"size": "small", "replicas": 1, "note": "x".repeat(200)},
+                    "metadata": {"name": format!("w-{i:05}"), "labels": {"bench": "yes"},
+                        "annotations": {"bench.bindery.dev/padding": "x".repeat(200)}},
+                    "spec": {"size": "small", "replicas": 1, "note": "benchmark"},
                 });
                 let request = http::Request::builder()
                     .method("POST")
@@ -75,8 +83,12 @@ fn list_10k(c: &mut Criterion) {
                     .header(http::header::CONTENT_TYPE, "application/json")
                     .body(serde_json::to_vec(&body).expect("JSON"))
                     .expect("a request");
-                // Already there on a second run: fine.
-                let _ = through.request_text(request).await;
+                match through.request_text(request).await {
+                    // Already there on a second run: fine.
+                    Err(kube::Error::Api(status)) if status.code == 409 => {}
+                    Err(e) => panic!("creating w-{i:05} through bindery: {e}"),
+                    Ok(_) => {}
+                }
             }
         });
         futures::stream::iter(creates)
@@ -88,15 +100,19 @@ fn list_10k(c: &mut Criterion) {
     let direct_path =
         format!("/apis/conformance.bindery.dev/v1/namespaces/kube-bind-{CONSUMER}-load/widgets");
     let through_path = "/apis/conformance.bindery.dev/v1/namespaces/load/widgets".to_string();
-    let sizes = runtime.block_on(async {
+    let (direct_body, through_body) = runtime.block_on(async {
         (
             get(&direct, &format!("{direct_path}?resourceVersion=0")).await,
             get(&through, &format!("{through_path}?resourceVersion=0")).await,
         )
     });
+    // Both sides must list every object, or the comparison means nothing.
+    assert_eq!(items(&direct_body), objects(), "direct list");
+    assert_eq!(items(&through_body), objects(), "list through bindery");
     eprintln!(
         "list bodies: direct {} bytes, bindery {} bytes",
-        sizes.0, sizes.1
+        direct_body.len(),
+        through_body.len()
     );
 
     for (name, query) in [("any", "?resourceVersion=0"), ("consistent", "")] {

@@ -5,9 +5,10 @@
 //! SubjectAccessReview in the provider on the export's `content`
 //! subresource, with the verb they ask for. One consumer's path serves
 //! exactly what that consumer sees of the export, writes included, and the
-//! consumer's own objects that accepted claims cover, read from its app
-//! cluster ([`claimed`]); `*` lists and watches the exported resources
-//! across every consumer of the export ([`wildcard`]).
+//! consumer's own objects that accepted claims cover, read and written in
+//! its app cluster ([`claimed`]), with discovery and OpenAPI for both; `*`
+//! lists and watches the exported resources across every consumer of the
+//! export ([`wildcard`]).
 
 pub mod claimed;
 mod claimed_documents;

@@ -338,3 +338,111 @@ fn the_app_cluster_keeps_the_bound_api_available_while_the_provider_is_unreachab
         &bindery_cli_at(&second.url, "unbind", &token, &["postgresql"]),
     );
 }
+
+#[test]
+fn the_watch_cache_serves_through_an_outage_and_catches_up_after_it() {
+    install_examples();
+    let identity = unique_name("cache-outage-cluster");
+    let status = request(
+        &unique_name("cache-outage"),
+        &identity,
+        json!({"templateRef": {"name": "postgresql"}}),
+    );
+    assert_eq!(status["phase"], "Succeeded", "{status}");
+    let namespace = cluster_namespace("kube-bind-", &identity);
+    let consumer = bindery().endpoint(namespace.strip_prefix("kube-bind-").unwrap());
+    let relay = Relay::start(
+        clusters()
+            .provider
+            .server
+            .trim_start_matches("https://")
+            .to_string(),
+    );
+    let second = second_bindery(&relay);
+    // Writes go through the shared bindery (straight to the provider); the
+    // second one, behind the relay, answers any-version lists from its cache.
+    let write = |args: &[&str], stdin: Option<&str>| {
+        let mut child = Command::new(crate::fixture::kubectl_path())
+            .arg("--kubeconfig")
+            .arg(&consumer.kubeconfig)
+            .args(["-n", "default"])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut pipe = child.stdin.take().unwrap();
+        if let Some(input) = stdin {
+            use std::io::Write;
+            pipe.write_all(input.as_bytes()).unwrap();
+        }
+        drop(pipe);
+        let output = child.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    let instance = |name: &str| {
+        format!(
+            "apiVersion: db.example.com/v1\nkind: PostgreSQLInstance\nmetadata: {{name: {name}}}\nspec: {{plan: small}}\n"
+        )
+    };
+    let any = "/apis/db.example.com/v1/namespaces/default/postgresqlinstances?resourceVersion=0";
+    let listed = |body: &str| -> Vec<String> {
+        let list: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+        list["items"]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|i| i["metadata"]["name"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let wait_for = |want: &[&str], why: &str| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (code, body, _) = get(&consumer, &second.url, any);
+            if code == 200 && listed(&body) == want {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{why}: the second bindery lists {code} {:?}",
+                listed(&body)
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    };
+    write(&["apply", "-f", "-"], Some(&instance("before")));
+    wait_for(&["before"], "before the outage");
+
+    relay.set_cut(true);
+    // The relay severs held connections within 50 ms.
+    std::thread::sleep(Duration::from_millis(500));
+    let consistent = any.trim_end_matches("?resourceVersion=0");
+    let (code, body, _) = get(&consumer, &second.url, consistent);
+    assert_eq!(code, 503, "the provider is cut off: {body}");
+    // The outage: the cache still answers, with what it last saw.
+    let (code, body, took) = get(&consumer, &second.url, any);
+    assert_eq!(
+        (code, listed(&body)),
+        (200, vec!["before".to_string()]),
+        "{body}"
+    );
+    assert!(
+        took < Duration::from_secs(2),
+        "the cached list took {took:?}"
+    );
+    write(&["apply", "-f", "-"], Some(&instance("during")));
+    write(&["delete", "postgresqlinstance", "before"], None);
+    std::thread::sleep(Duration::from_secs(3));
+
+    relay.set_cut(false);
+    wait_for(&["during"], "after the outage");
+    write(&["delete", "postgresqlinstance", "during"], None);
+}

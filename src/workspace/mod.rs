@@ -73,6 +73,16 @@ async fn try_serve(
     )
     .await?
     .ok_or_else(ApiError::unauthorized)?;
+    // Core-group paths (`/api/v1/...`) name claimed resources only.
+    let resource = match &path {
+        ApiPath::Resource(request) => Some(request.clone()),
+        ApiPath::Legacy(segments) => parse_legacy_resource(segments),
+        _ => None,
+    };
+    let verb = match &resource {
+        Some(request) => Verb::of_query(&parts.method, request, parts.uri.query()),
+        None => Some(Verb::Get),
+    };
     let (consumers, export_name) = app.catalog.read(|catalog| {
         let all = catalog.consumers_of(export);
         let name = all.first().map(|(_, name)| name.clone());
@@ -87,6 +97,14 @@ async fn try_serve(
         None => consumers.into_iter().map(|(c, _)| c).collect(),
     };
     let Some(export_name) = export_name.filter(|_| !chosen.is_empty()) else {
+        // Not found only for callers the provider would let in: others learn
+        // nothing about which exports and consumers exist.
+        if let Some(verb) = verb {
+            let namespace = consumer
+                .as_ref()
+                .map(|c| app.catalog.read(|catalog| catalog.cluster_namespace(c)));
+            authorize(app, user, verb, export, namespace).await?;
+        }
         return Err(ApiError::page_not_found());
     };
     let views: Vec<ConsumerView> = app.catalog.read(|catalog| {
@@ -95,16 +113,6 @@ async fn try_serve(
             .map(|c| catalog.view(c).through_export(export))
             .collect()
     });
-    // Core-group paths (`/api/v1/...`) name claimed resources only.
-    let resource = match &path {
-        ApiPath::Resource(request) => Some(request.clone()),
-        ApiPath::Legacy(segments) => parse_legacy_resource(segments),
-        _ => None,
-    };
-    let verb = match &resource {
-        Some(request) => Verb::of_query(&parts.method, request, parts.uri.query()),
-        None => Some(Verb::Get),
-    };
     if let Some(verb) = verb {
         let namespace = consumer
             .as_ref()

@@ -406,6 +406,19 @@ fn the_providers_rbac_on_the_exports_content_decides() {
         )
     );
 
+    // An export that does not exist is not found only for a caller the
+    // provider would let in; others cannot probe for export names.
+    let missing = unique_name("vwmissing");
+    let missing_url = format!(
+        "{}/services/export/{missing}/clusters/*/{RESOURCE}",
+        bindery().url
+    );
+    let (code, status) = curl("GET", &missing_url, Some(&stranger), None);
+    assert_eq!(code, 403, "a stranger probing {missing}: {status}");
+    let (_, allowed) = controller_token(&missing, &["list"], None);
+    let (code, status) = curl("GET", &missing_url, Some(&allowed), None);
+    assert_eq!(code, 404, "{status}");
+
     // A Role in the first consumer's cluster namespace: that consumer only.
     let first_namespace = format!("kube-bind-{}", first.id);
     let (_, scoped) = controller_token(&export, &["list"], Some(&first_namespace));

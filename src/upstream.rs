@@ -18,7 +18,29 @@ pub trait Upstream: Send + Sync {
         &self,
         request: http::Request<Bytes>,
     ) -> Pin<Box<dyn Future<Output = Result<http::Response<BoxBody>, BoxError>> + Send + '_>>;
+
+    /// A LIST body already in the consumer's terms, when this upstream can
+    /// answer `request` with objects it translated with `translation` (once
+    /// per change of each object); `None` sends the request as usual.
+    fn list_translated<'a>(
+        &'a self,
+        _request: &'a http::Request<Bytes>,
+        _translation: &'a Translation,
+    ) -> Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send + 'a>> {
+        Box::pin(async { None })
+    }
 }
+
+/// How one consumer sees the objects of one resource: `item` turns a
+/// provider object's JSON into the consumer's (`None`: not the consumer's).
+/// Equal `key`s translate alike, so their results may be reused.
+pub struct Translation {
+    pub key: u64,
+    pub item: ItemTranslator,
+}
+
+/// A provider object's JSON into a consumer's (`None`: not the consumer's).
+pub type ItemTranslator = Box<dyn Fn(&[u8]) -> Option<Vec<u8>> + Send + Sync>;
 
 /// The provider reached with a kube-rs client.
 pub struct KubeUpstream {

@@ -12,7 +12,7 @@ pub mod query;
 pub mod reflector;
 pub mod store;
 
-use crate::upstream::{BoxBody, BoxError, Upstream};
+use crate::upstream::{BoxBody, BoxError, Translation, Upstream};
 use bytes::Bytes;
 use dashmap::DashMap;
 use http::header::{ACCEPT, CONTENT_TYPE};
@@ -62,7 +62,13 @@ impl CachedUpstream {
             .clone()
     }
 
-    async fn answer(&self, request: &http::Request<Bytes>) -> Option<http::Response<BoxBody>> {
+    /// The list body for `request` from the store, in provider terms or
+    /// translated; `None` when the cache cannot answer it (yet).
+    async fn list(
+        &self,
+        request: &http::Request<Bytes>,
+        translation: Option<&Translation>,
+    ) -> Option<Vec<u8>> {
         let (collection, namespace, list) = cacheable(request)?;
         let reflected = self.reflected(&collection);
         let written = self.written.get(&collection).map_or(0, |v| *v);
@@ -72,7 +78,16 @@ impl CachedUpstream {
         {
             return None;
         }
-        let body = reflected.read(|store| store.list_body(namespace.as_deref(), &list))?;
+        reflected.read(|store| match translation {
+            Some(translation) => {
+                store.translated_list_body(namespace.as_deref(), &list, translation)
+            }
+            None => store.list_body(namespace.as_deref(), &list),
+        })
+    }
+
+    async fn answer(&self, request: &http::Request<Bytes>) -> Option<http::Response<BoxBody>> {
+        let body = self.list(request, None).await?;
         let mut response = http::Response::new(
             Full::new(Bytes::from(body))
                 .map_err(|never| match never {})
@@ -137,6 +152,14 @@ impl Upstream for CachedUpstream {
                 _ => Ok(response),
             }
         })
+    }
+
+    fn list_translated<'a>(
+        &'a self,
+        request: &'a http::Request<Bytes>,
+        translation: &'a Translation,
+    ) -> Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send + 'a>> {
+        Box::pin(self.list(request, Some(translation)))
     }
 }
 

@@ -5,15 +5,35 @@
 //! selected objects' bytes, with no decoding or encoding per request. Pure.
 
 use super::query::CacheableList;
+use crate::upstream::Translation;
 use bytes::Bytes;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::sync::Mutex;
 
-/// One stored object.
-#[derive(Clone, Debug)]
+/// One stored object: its provider form, and the consumer form last made
+/// from it (with the translation's key; `None` inside: not the consumer's).
+#[derive(Debug)]
 struct Stored {
     bytes: Bytes,
     labels: BTreeMap<String, String>,
+    translated: Mutex<Option<(u64, Option<Bytes>)>>,
+}
+
+impl Stored {
+    /// The consumer form under `translation`, made at most once per change
+    /// of the object (and per translation key).
+    fn translated(&self, translation: &Translation) -> Option<Bytes> {
+        let mut memo = self.translated.lock().unwrap_or_else(|p| p.into_inner());
+        match memo.as_ref() {
+            Some((key, made)) if *key == translation.key => made.clone(),
+            _ => {
+                let made = (translation.item)(&self.bytes).map(Bytes::from);
+                *memo = Some((translation.key, made.clone()));
+                made
+            }
+        }
+    }
 }
 
 /// What a watch event did to the store.
@@ -108,38 +128,63 @@ impl Store {
             .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
             .collect();
         let bytes = Bytes::from(serde_json::to_vec(object).unwrap_or_default());
-        self.objects
-            .insert(key_of(object), Stored { bytes, labels });
+        self.objects.insert(
+            key_of(object),
+            Stored {
+                bytes,
+                labels,
+                translated: Mutex::new(None),
+            },
+        );
     }
 
     /// The LIST body for `namespace` (all when `None`), as kube-apiserver
     /// writes a list it serves from its watch cache.
     pub fn list_body(&self, namespace: Option<&str>, list: &CacheableList) -> Vec<u8> {
-        let selected: Vec<&Stored> = match namespace {
+        self.list_body_of(namespace, list, |stored| Some(stored.bytes.clone()))
+    }
+
+    /// [`Store::list_body`] with each item in the consumer's terms.
+    pub fn translated_list_body(
+        &self,
+        namespace: Option<&str>,
+        list: &CacheableList,
+        translation: &Translation,
+    ) -> Vec<u8> {
+        self.list_body_of(namespace, list, |stored| stored.translated(translation))
+    }
+
+    fn list_body_of(
+        &self,
+        namespace: Option<&str>,
+        list: &CacheableList,
+        item: impl Fn(&Stored) -> Option<Bytes>,
+    ) -> Vec<u8> {
+        let selected: Vec<Bytes> = match namespace {
             Some(ns) => self
                 .objects
                 .range((ns.to_string(), String::new())..)
                 .take_while(|((n, _), _)| n == ns)
                 .filter(|((n, name), s)| list.selects(n, name, &s.labels))
-                .map(|(_, s)| s)
+                .filter_map(|(_, s)| item(s))
                 .collect(),
             None => self
                 .objects
                 .iter()
                 .filter(|((n, name), s)| list.selects(n, name, &s.labels))
-                .map(|(_, s)| s)
+                .filter_map(|(_, s)| item(s))
                 .collect(),
         };
-        let size: usize = selected.iter().map(|s| s.bytes.len() + 1).sum();
+        let size: usize = selected.iter().map(|s| s.len() + 1).sum();
         let mut body = Vec::with_capacity(size + 200);
         body.extend_from_slice(b"{\"apiVersion\":");
         body.extend_from_slice(&json_string(&self.api_version));
         body.extend_from_slice(b",\"items\":[");
-        for (i, stored) in selected.iter().enumerate() {
+        for (i, bytes) in selected.iter().enumerate() {
             if i > 0 {
                 body.push(b',');
             }
-            body.extend_from_slice(&stored.bytes);
+            body.extend_from_slice(bytes);
         }
         body.extend_from_slice(b"],\"kind\":");
         body.extend_from_slice(&json_string(&self.list_kind));
@@ -265,6 +310,57 @@ mod tests {
         );
         assert_eq!(names(&store.list_body(Some("a"), &db)), ["a/w3"]);
         assert!(names(&store.list_body(Some("c"), &any())).is_empty());
+    }
+
+    #[test]
+    fn each_object_is_translated_once_per_change_and_key() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let mut store = store();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let translation = |key: u64| {
+            let calls = calls.clone();
+            Translation {
+                key,
+                item: Box::new(move |bytes| {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    let mut object: Value = serde_json::from_slice(bytes).ok()?;
+                    // Only namespace `a` is this consumer's, renamed `mine`.
+                    (object["metadata"]["namespace"] == "a").then(|| {
+                        object["metadata"]["namespace"] = "mine".into();
+                        serde_json::to_vec(&object).unwrap()
+                    })
+                }),
+            }
+        };
+        let first = translation(1);
+        let body = store.translated_list_body(None, &any(), &first);
+        assert_eq!(names(&body), ["mine/w2"]);
+        assert_eq!(calls.load(Ordering::SeqCst), 2, "both objects once");
+        store.translated_list_body(None, &any(), &first);
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            2,
+            "nothing changed, nothing redone"
+        );
+        store.apply(&json!({"type": "MODIFIED", "object": widget("a", "w2", "11", json!({}))}));
+        store.translated_list_body(None, &any(), &first);
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            3,
+            "only the changed object again"
+        );
+        store.translated_list_body(None, &any(), &translation(2));
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            5,
+            "another translation redoes all"
+        );
+        assert_eq!(
+            names(&store.list_body(None, &any())),
+            ["a/w2", "b/w1"],
+            "the provider form is kept"
+        );
     }
 
     #[test]

@@ -11,12 +11,13 @@ pub mod yaml;
 use crate::catalog::{ConsumerView, ServedResource};
 use crate::route::{ResourceRequest, Verb};
 use crate::status::ApiError;
+use crate::translate::binding::BoundResource;
 use crate::translate::continue_token::ContinueTokens;
 use crate::translate::continue_token::TokenError;
 use crate::translate::objects::{Refusal, Visibility, object_up};
 use crate::translate::request::{ConsumerRequest, RequestError, encode, request_down, token_scope};
 use crate::translate::response::{Translated, body_up, event_up, text_up};
-use crate::upstream::{BoxBody, Upstream};
+use crate::upstream::{BoxBody, Translation, Upstream};
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
 use http::{HeaderValue, Method, Response, StatusCode};
@@ -155,6 +156,14 @@ impl Proxy {
         let upstream = upstream
             .body(body)
             .map_err(|e| ApiError::internal(e.to_string()))?;
+        if verb == Verb::List
+            && let Some(bytes) = self
+                .upstream
+                .list_translated(&upstream, &translation(bound))
+                .await
+        {
+            return Ok(translated_list(bytes, to_yaml));
+        }
         let response =
             self.upstream.send(upstream).await.map_err(|e| {
                 ApiError::unavailable(format!("the provider cannot be reached: {e}"))
@@ -279,6 +288,36 @@ impl Proxy {
                 name,
             )),
         }
+    }
+}
+
+/// How `bound`'s consumer sees each provider object, for upstreams that
+/// answer lists with objects they translated before.
+fn translation(bound: &BoundResource) -> Translation {
+    let key = {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        format!("{bound:?}").hash(&mut hasher);
+        hasher.finish()
+    };
+    let bound = bound.clone();
+    Translation {
+        key,
+        item: Box::new(move |bytes| {
+            let mut object: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+            match object_up(&bound, &mut object, true) {
+                Visibility::Visible => serde_json::to_vec(&object).ok(),
+                Visibility::Hidden => None,
+            }
+        }),
+    }
+}
+
+/// A list body already in consumer terms, as JSON or YAML.
+fn translated_list(bytes: Vec<u8>, to_yaml: bool) -> Response<BoxBody> {
+    match to_yaml.then(|| negotiate::json_to_yaml(&bytes)).flatten() {
+        Some(yaml) => full(200, "application/yaml", yaml),
+        None => full(200, "application/json", bytes),
     }
 }
 

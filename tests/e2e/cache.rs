@@ -65,6 +65,7 @@ fn any_version_lists_of_every_consumer_share_one_upstream_list_and_watch() {
         "--for=condition=Established",
         &format!("crd/gadgets.{group}"),
     ]);
+    let established = std::time::Instant::now();
     let consumers: Vec<Consumer> = (0..3)
         .map(|_| {
             bindery().consumer(
@@ -136,7 +137,11 @@ fn any_version_lists_of_every_consumer_share_one_upstream_list_and_watch() {
             .map(str::to_string)
             .collect()
     };
-    // The cache watches the resource once its first list was answered.
+    // The provider's kube-controller-manager watches every resource too (its
+    // garbage collector and quota controller rediscover resources every
+    // 30 s): let those watches start before counting, so that only bindery's
+    // could change the count.
+    std::thread::sleep(std::time::Duration::from_secs(45).saturating_sub(established.elapsed()));
     let watches_before = watching();
     assert!(watches_before >= 1.0, "no upstream watch: {:#?}", samples());
     let before = (lists("namespace"), lists("cluster"));

@@ -6,6 +6,7 @@
 
 use super::store::{Applied, Store};
 use http::header::ACCEPT;
+use kube::core::WatchEvent;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -40,7 +41,7 @@ impl Reflected {
         self.version.send_replace(version);
     }
 
-    fn apply(&self, event: &serde_json::Value) -> Applied {
+    fn apply(&self, event: &WatchEvent<serde_json::Value>) -> Applied {
         let mut guard = self.store.write().unwrap_or_else(|p| p.into_inner());
         let Some(store) = guard.as_mut() else {
             return Applied::Relist;
@@ -121,16 +122,11 @@ async fn follow(client: &kube::Client, collection: &str, reflected: &Reflected, 
         let mut stream = std::pin::pin!(stream);
         loop {
             match stream.try_next().await {
-                Ok(Some(event)) => {
-                    let Ok(event) = serde_json::to_value(&event) else {
-                        continue;
-                    };
-                    match reflected.apply(&event) {
-                        Applied::Advanced(v) => version = v,
-                        Applied::Relist => return,
-                        Applied::Ignored => {}
-                    }
-                }
+                Ok(Some(event)) => match reflected.apply(&event) {
+                    Applied::Advanced(v) => version = v,
+                    Applied::Relist => return,
+                    Applied::Ignored => {}
+                },
                 // The stream ended (timeout): watch on from where it was.
                 Ok(None) => break,
                 Err(e) => {

@@ -7,6 +7,7 @@
 use super::query::CacheableList;
 use crate::upstream::Translation;
 use bytes::Bytes;
+use kube::core::WatchEvent;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -94,24 +95,33 @@ impl Store {
         self.objects.is_empty()
     }
 
-    /// Applies one watch event (`{"type": ..., "object": ...}`).
-    pub fn apply(&mut self, event: &Value) -> Applied {
-        let object = &event["object"];
-        let version = object["metadata"]["resourceVersion"]
-            .as_str()
-            .and_then(|v| v.parse::<u64>().ok());
-        match (event["type"].as_str(), version) {
-            (Some("ERROR"), _) => Applied::Relist,
-            (Some("ADDED" | "MODIFIED"), Some(version)) => {
+    /// Applies one watch event.
+    pub fn apply(&mut self, event: &WatchEvent<Value>) -> Applied {
+        let version_of = |object: &Value| {
+            object["metadata"]["resourceVersion"]
+                .as_str()
+                .and_then(|v| v.parse::<u64>().ok())
+        };
+        match event {
+            WatchEvent::Error(_) => Applied::Relist,
+            WatchEvent::Added(object) | WatchEvent::Modified(object) => {
+                let Some(version) = version_of(object) else {
+                    return Applied::Ignored;
+                };
                 self.put(object);
                 self.advance(version)
             }
-            (Some("DELETED"), Some(version)) => {
+            WatchEvent::Deleted(object) => {
+                let Some(version) = version_of(object) else {
+                    return Applied::Ignored;
+                };
                 self.objects.remove(&key_of(object));
                 self.advance(version)
             }
-            (Some("BOOKMARK"), Some(version)) => self.advance(version),
-            _ => Applied::Ignored,
+            WatchEvent::Bookmark(bookmark) => match bookmark.metadata.resource_version.parse() {
+                Ok(version) => self.advance(version),
+                Err(_) => Applied::Ignored,
+            },
         }
     }
 
@@ -221,6 +231,10 @@ mod tests {
             "spec": {"size": 1}})
     }
 
+    fn event(value: Value) -> WatchEvent<Value> {
+        serde_json::from_value(value).expect("a watch event")
+    }
+
     fn any() -> CacheableList {
         CacheableList::of_query(&[("resourceVersion".into(), "0".into())]).unwrap()
     }
@@ -276,28 +290,32 @@ mod tests {
     #[test]
     fn events_change_the_store_and_move_its_version() {
         let mut store = store();
-        let added = json!({"type": "ADDED", "object": widget("a", "w0", "11", json!({}))});
+        let added = event(json!({"type": "ADDED", "object": widget("a", "w0", "11", json!({}))}));
         assert_eq!(store.apply(&added), Applied::Advanced(11));
-        let deleted = json!({"type": "DELETED", "object": widget("b", "w1", "12", json!({}))});
+        let deleted =
+            event(json!({"type": "DELETED", "object": widget("b", "w1", "12", json!({}))}));
         assert_eq!(store.apply(&deleted), Applied::Advanced(12));
-        let bookmark =
-            json!({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "20"}}});
+        let bookmark = event(
+            json!({"type": "BOOKMARK", "object": {"apiVersion": "example.com/v1",
+            "kind": "Widget", "metadata": {"resourceVersion": "20"}}}),
+        );
         assert_eq!(store.apply(&bookmark), Applied::Advanced(20));
         assert_eq!(names(&store.list_body(None, &any())), ["a/w0", "a/w2"]);
-        let gone = json!({"type": "ERROR", "object": {"kind": "Status", "code": 410}});
+        let gone = event(json!({"type": "ERROR", "object": {"kind": "Status", "code": 410}}));
         assert_eq!(store.apply(&gone), Applied::Relist);
-        assert_eq!(store.apply(&json!({"type": "ADDED"})), Applied::Ignored);
+        let unversioned = event(json!({"type": "ADDED", "object": {"metadata": {"name": "x"}}}));
+        assert_eq!(store.apply(&unversioned), Applied::Ignored);
     }
 
     #[test]
     fn lists_are_narrowed_by_namespace_and_selectors() {
         let mut store = store();
-        store.apply(
-            &json!({"type": "ADDED", "object": widget("a", "w3", "11", json!({"app": "db"}))}),
-        );
-        store.apply(
-            &json!({"type": "ADDED", "object": widget("ab", "w4", "12", json!({"app": "db"}))}),
-        );
+        store.apply(&event(
+            json!({"type": "ADDED", "object": widget("a", "w3", "11", json!({"app": "db"}))}),
+        ));
+        store.apply(&event(
+            json!({"type": "ADDED", "object": widget("ab", "w4", "12", json!({"app": "db"}))}),
+        ));
         assert_eq!(names(&store.list_body(Some("a"), &any())), ["a/w2", "a/w3"]);
         let db = CacheableList::of_query(&[
             ("resourceVersion".into(), "0".into()),
@@ -343,7 +361,8 @@ mod tests {
             2,
             "nothing changed, nothing redone"
         );
-        store.apply(&json!({"type": "MODIFIED", "object": widget("a", "w2", "11", json!({}))}));
+        store.apply(&event(json!({"type": "MODIFIED",
+            "object": widget("a", "w2", "11", json!({}))})));
         store.translated_list_body(None, &any(), &first);
         assert_eq!(
             calls.load(Ordering::SeqCst),

@@ -20,16 +20,23 @@ pub trait Upstream: Send + Sync {
     ) -> Pin<Box<dyn Future<Output = Result<http::Response<BoxBody>, BoxError>> + Send + '_>>;
 
     /// A LIST body already in the consumer's terms, when this upstream can
-    /// answer `request` with objects it translated with `translation` (once
-    /// per change of each object); `None` sends the request as usual.
+    /// answer `request` with objects it translated with `translation()`
+    /// (called only then; each object is translated once per change);
+    /// `None` sends the request as usual. The caller then marks the request
+    /// [`ListAsked`], so that `send` does not ask again.
     fn list_translated<'a>(
         &'a self,
         _request: &'a http::Request<Bytes>,
-        _translation: &'a Translation,
+        _translation: &'a (dyn Fn() -> Translation + Send + Sync),
     ) -> Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send + 'a>> {
         Box::pin(async { None })
     }
 }
+
+/// A request extension: [`Upstream::list_translated`] already declined this
+/// list, so `send` goes straight to the provider.
+#[derive(Clone, Copy, Debug)]
+pub struct ListAsked;
 
 /// How one consumer sees the objects of one resource: `item` turns a
 /// provider object's JSON into the consumer's (`None`: not the consumer's).

@@ -12,7 +12,7 @@ pub mod query;
 pub mod reflector;
 pub mod store;
 
-use crate::upstream::{BoxBody, BoxError, Translation, Upstream};
+use crate::upstream::{BoxBody, BoxError, ListAsked, Translation, Upstream};
 use bytes::Bytes;
 use dashmap::DashMap;
 use http::header::{ACCEPT, CONTENT_TYPE};
@@ -67,8 +67,11 @@ impl CachedUpstream {
     async fn list(
         &self,
         request: &http::Request<Bytes>,
-        translation: Option<&Translation>,
+        translation: Option<&(dyn Fn() -> Translation + Send + Sync)>,
     ) -> Option<Vec<u8>> {
+        if request.extensions().get::<ListAsked>().is_some() {
+            return None;
+        }
         let (collection, namespace, list) = cacheable(request)?;
         let reflected = self.reflected(&collection);
         let written = self.written.get(&collection).map_or(0, |v| *v);
@@ -78,7 +81,8 @@ impl CachedUpstream {
         {
             return None;
         }
-        reflected.read(|store| match translation {
+        let translation = translation.map(|make| make());
+        reflected.read(|store| match &translation {
             Some(translation) => {
                 store.translated_list_body(namespace.as_deref(), &list, translation)
             }
@@ -157,7 +161,7 @@ impl Upstream for CachedUpstream {
     fn list_translated<'a>(
         &'a self,
         request: &'a http::Request<Bytes>,
-        translation: &'a Translation,
+        translation: &'a (dyn Fn() -> Translation + Send + Sync),
     ) -> Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send + 'a>> {
         Box::pin(self.list(request, Some(translation)))
     }

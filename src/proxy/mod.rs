@@ -17,7 +17,7 @@ use crate::translate::continue_token::TokenError;
 use crate::translate::objects::{Refusal, Visibility, object_up};
 use crate::translate::request::{ConsumerRequest, RequestError, encode, request_down, token_scope};
 use crate::translate::response::{Translated, body_up, event_up, text_up};
-use crate::upstream::{BoxBody, Translation, Upstream};
+use crate::upstream::{BoxBody, ListAsked, Translation, Upstream};
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
 use http::{HeaderValue, Method, Response, StatusCode};
@@ -153,16 +153,15 @@ impl Proxy {
                 body
             }
         };
-        let upstream = upstream
+        let mut upstream = upstream
             .body(body)
             .map_err(|e| ApiError::internal(e.to_string()))?;
-        if verb == Verb::List
-            && let Some(bytes) = self
-                .upstream
-                .list_translated(&upstream, &translation(bound))
-                .await
-        {
-            return Ok(translated_list(bytes, to_yaml));
+        if verb == Verb::List {
+            let make = || translation(bound);
+            if let Some(bytes) = self.upstream.list_translated(&upstream, &make).await {
+                return Ok(translated_list(bytes, to_yaml));
+            }
+            upstream.extensions_mut().insert(ListAsked);
         }
         let response =
             self.upstream.send(upstream).await.map_err(|e| {

@@ -39,6 +39,11 @@ impl ClaimedResources {
         self.0.iter().any(|(g, _)| g == group)
     }
 
+    /// Whether a claim names a resource outside the core group.
+    pub fn has_named_group(&self) -> bool {
+        self.0.iter().any(|(g, _)| !g.is_empty())
+    }
+
     /// Narrows an `APIGroupDiscoveryList` (aggregated `/api` or `/apis`) to
     /// the claimed resources, with the workspace's verbs and no
     /// subresources; versions and groups left empty go.
@@ -251,6 +256,8 @@ mod tests {
                 {"resource": "jobs"}]}]}]});
         claimed(&[("apps", "deployments"), ("", "jobs")]).narrow_aggregated(&mut groups);
         assert_eq!(groups["items"].as_array().unwrap().len(), 1, "{groups}");
+        assert!(claimed(&[("apps", "deployments")]).has_named_group());
+        assert!(!claimed(&[("", "configmaps")]).has_named_group());
         assert_eq!(groups["items"][0]["metadata"]["name"], "apps");
         assert!(
             groups["items"][0]["versions"][0]["resources"][0]

@@ -39,41 +39,19 @@ async fn add(
     exported: Option<Rendered>,
 ) -> Result<Option<Rendered>, ApiError> {
     Ok(match (path, exported) {
-        (
-            ApiPath::LegacyRoot,
-            Some(Rendered::Tagged {
-                mut value,
-                content_type,
-                vary,
-            }),
-        ) if claimed.has_group("") => {
-            let mut core = reader.get("/api", AGGREGATED).await?;
-            claimed.narrow_aggregated(&mut core);
-            merge_aggregated(&mut value, core);
-            Some(Rendered::Tagged {
-                value,
-                content_type,
-                vary,
-            })
+        (ApiPath::LegacyRoot, Some(mut rendered @ Rendered::Tagged { .. }))
+            if claimed.has_group("") =>
+        {
+            add_aggregated(reader, claimed, "/api", rendered.value_mut()).await?;
+            Some(rendered)
         }
-        (
-            ApiPath::GroupList,
-            Some(Rendered::Tagged {
-                mut value,
-                content_type,
-                vary,
-            }),
-        ) => {
-            let mut groups = reader.get("/apis", AGGREGATED).await?;
-            claimed.narrow_aggregated(&mut groups);
-            merge_aggregated(&mut value, groups);
-            Some(Rendered::Tagged {
-                value,
-                content_type,
-                vary,
-            })
+        (ApiPath::GroupList, Some(mut rendered @ Rendered::Tagged { .. }))
+            if claimed.has_named_group() =>
+        {
+            add_aggregated(reader, claimed, "/apis", rendered.value_mut()).await?;
+            Some(rendered)
         }
-        (ApiPath::GroupList, Some(Rendered::Plain(mut value))) => {
+        (ApiPath::GroupList, Some(Rendered::Plain(mut value))) if claimed.has_named_group() => {
             let mut groups = reader.get("/apis", "application/json").await?;
             claimed.narrow_group_list(&mut groups);
             merge_group_list(&mut value, groups);
@@ -106,6 +84,20 @@ async fn add(
         }
         (_, exported) => exported,
     })
+}
+
+/// Adds the claimed resources of the app cluster's aggregated discovery at
+/// `path` (`/api` or `/apis`) to the export's list.
+async fn add_aggregated(
+    reader: &AppReader<'_>,
+    claimed: &ClaimedResources,
+    path: &str,
+    exported: &mut Value,
+) -> Result<(), ApiError> {
+    let mut app = reader.get(path, AGGREGATED).await?;
+    claimed.narrow_aggregated(&mut app);
+    merge_aggregated(exported, app);
+    Ok(())
 }
 
 /// `/api/<v>` or `/apis/<g>/<v>`: the export's resources and the claimed.

@@ -139,6 +139,30 @@ fn second_bindery(relay: &Relay) -> SecondBindery {
     SecondBindery { child, url }
 }
 
+/// A new consumer of the postgresql template (requested as `<prefix>-…`),
+/// and a second bindery that reaches the provider through a relay.
+fn relayed_consumer(prefix: &str) -> (crate::bindery::Consumer, Relay, SecondBindery) {
+    install_examples();
+    let identity = unique_name(&format!("{prefix}-cluster"));
+    let status = request(
+        &unique_name(prefix),
+        &identity,
+        json!({"templateRef": {"name": "postgresql"}}),
+    );
+    assert_eq!(status["phase"], "Succeeded", "{status}");
+    let namespace = cluster_namespace("kube-bind-", &identity);
+    let consumer = bindery().endpoint(namespace.strip_prefix("kube-bind-").unwrap());
+    let relay = Relay::start(
+        clusters()
+            .provider
+            .server
+            .trim_start_matches("https://")
+            .to_string(),
+    );
+    let second = second_bindery(&relay);
+    (consumer, relay, second)
+}
+
 /// GET `path` with the consumer certificate; status, body and how long it took.
 fn get(consumer: &crate::bindery::Consumer, url: &str, path: &str) -> (u16, String, Duration) {
     let start = Instant::now();
@@ -158,24 +182,7 @@ fn get(consumer: &crate::bindery::Consumer, url: &str, path: &str) -> (u16, Stri
 
 #[test]
 fn discovery_answers_and_resource_calls_get_503_while_the_provider_is_unreachable() {
-    install_examples();
-    let identity = unique_name("availability-cluster");
-    let status = request(
-        &unique_name("availability"),
-        &identity,
-        json!({"templateRef": {"name": "postgresql"}}),
-    );
-    assert_eq!(status["phase"], "Succeeded", "{status}");
-    let namespace = cluster_namespace("kube-bind-", &identity);
-    let consumer = bindery().endpoint(namespace.strip_prefix("kube-bind-").unwrap());
-    let relay = Relay::start(
-        clusters()
-            .provider
-            .server
-            .trim_start_matches("https://")
-            .to_string(),
-    );
-    let second = second_bindery(&relay);
+    let (consumer, relay, second) = relayed_consumer("availability");
     let list = "/apis/db.example.com/v1/namespaces/default/postgresqlinstances";
     let discovery = "/apis/db.example.com/v1";
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -341,44 +348,12 @@ fn the_app_cluster_keeps_the_bound_api_available_while_the_provider_is_unreachab
 
 #[test]
 fn the_watch_cache_serves_through_an_outage_and_catches_up_after_it() {
-    install_examples();
-    let identity = unique_name("cache-outage-cluster");
-    let status = request(
-        &unique_name("cache-outage"),
-        &identity,
-        json!({"templateRef": {"name": "postgresql"}}),
-    );
-    assert_eq!(status["phase"], "Succeeded", "{status}");
-    let namespace = cluster_namespace("kube-bind-", &identity);
-    let consumer = bindery().endpoint(namespace.strip_prefix("kube-bind-").unwrap());
-    let relay = Relay::start(
-        clusters()
-            .provider
-            .server
-            .trim_start_matches("https://")
-            .to_string(),
-    );
-    let second = second_bindery(&relay);
+    let (consumer, relay, second) = relayed_consumer("cache-outage");
     // Writes go through the shared bindery (straight to the provider); the
     // second one, behind the relay, answers any-version lists from its cache.
     let write = |args: &[&str], stdin: Option<&str>| {
-        let mut child = Command::new(crate::fixture::kubectl_path())
-            .arg("--kubeconfig")
-            .arg(&consumer.kubeconfig)
-            .args(["-n", "default"])
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut pipe = child.stdin.take().unwrap();
-        if let Some(input) = stdin {
-            use std::io::Write;
-            pipe.write_all(input.as_bytes()).unwrap();
-        }
-        drop(pipe);
-        let output = child.wait_with_output().unwrap();
+        let args: Vec<&str> = ["-n", "default"].iter().chain(args).copied().collect();
+        let output = crate::workspace::consumer_kubectl(&consumer, &args, stdin);
         assert!(
             output.status.success(),
             "kubectl {args:?}: {}",

@@ -81,20 +81,11 @@ fn any_version_lists_of_every_consumer_share_one_upstream_list_and_watch() {
         let gadget = format!(
             "{{\"apiVersion\":\"{group}/v1\",\"kind\":\"Gadget\",\"metadata\":{{\"name\":\"g{i}\"}}}}"
         );
-        let output = Command::new(crate::fixture::kubectl_path())
-            .arg("--kubeconfig")
-            .arg(&consumer.kubeconfig)
-            .args(["-n", "default", "create", "-f", "-"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .and_then(|mut child| {
-                use std::io::Write;
-                child.stdin.take().unwrap().write_all(gadget.as_bytes())?;
-                child.wait_with_output()
-            })
-            .expect("kubectl runs");
+        let output = crate::workspace::consumer_kubectl(
+            consumer,
+            &["-n", "default", "create", "-f", "-"],
+            Some(&gadget),
+        );
         assert!(
             output.status.success(),
             "{}",

@@ -61,7 +61,7 @@ fn consumer_with_instance(export: &str, name: &str) -> crate::bindery::Consumer 
 }
 
 /// kubectl as `consumer`, through its endpoint.
-fn consumer_kubectl(
+pub(crate) fn consumer_kubectl(
     consumer: &crate::bindery::Consumer,
     args: &[&str],
     stdin: Option<&str>,

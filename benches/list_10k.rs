@@ -12,12 +12,12 @@ mod bindery;
 #[allow(dead_code)]
 #[path = "../tests/e2e/fixture.rs"]
 mod fixture;
+mod support;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use fixture::{clusters, repo_root};
+use fixture::clusters;
 use futures::StreamExt;
 
-const CRD: &str = "widgets.conformance.bindery.dev";
 const OBJECTS: usize = 10_000;
 const CONSUMER: &str = "bench10k";
 
@@ -51,18 +51,7 @@ fn items(body: &str) -> usize {
 fn list_10k(c: &mut Criterion) {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let provider = &clusters().provider;
-    provider.kubectl(&[
-        "apply",
-        "-f",
-        &repo_root().join("conformance/crds").to_string_lossy(),
-    ]);
-    provider.kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        &format!("crd/{CRD}"),
-    ]);
-    let consumer = bindery::bindery().consumer(CONSUMER, CRD, "widgets");
+    let consumer = support::widgets_consumer(CONSUMER);
     let (direct, through) = runtime.block_on(async {
         let direct = provider.client().await;
         let through = consumer.client().await;

@@ -10,9 +10,10 @@ mod bindery;
 #[allow(dead_code)]
 #[path = "../tests/e2e/fixture.rs"]
 mod fixture;
+mod support;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use fixture::{clusters, repo_root};
+use fixture::clusters;
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{
     Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent,
@@ -21,7 +22,6 @@ use kube::api::{
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-const CRD: &str = "widgets.conformance.bindery.dev";
 const OBJECTS: usize = 200;
 
 fn widgets(client: kube::Client, namespace: &str) -> Api<DynamicObject> {
@@ -35,18 +35,7 @@ fn widgets(client: kube::Client, namespace: &str) -> Api<DynamicObject> {
 fn serving(c: &mut Criterion) {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let provider = &clusters().provider;
-    provider.kubectl(&[
-        "apply",
-        "-f",
-        &repo_root().join("conformance/crds").to_string_lossy(),
-    ]);
-    provider.kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        &format!("crd/{CRD}"),
-    ]);
-    let consumer = bindery::bindery().consumer("bench", CRD, "widgets");
+    let consumer = support::widgets_consumer("bench");
     let (direct, through) = runtime.block_on(async {
         let direct = widgets(provider.client().await, "kube-bind-bench-load");
         let through = widgets(consumer.client().await, "load");

@@ -78,6 +78,7 @@ pub async fn run(options: Options) -> Result<()> {
                 Arc::new(CachedUpstream::new(
                     Arc::new(KubeUpstream::new(client.clone())),
                     client.clone(),
+                    stop_rx.clone(),
                 ))
             } else {
                 Arc::new(KubeUpstream::new(client.clone()))

@@ -23,7 +23,7 @@ pub trait Upstream: Send + Sync {
     /// answer `request` with objects it translated with `translation()`
     /// (called only then; each object is translated once per change);
     /// `None` sends the request as usual. The caller then marks the request
-    /// [`ListAsked`], so that `send` does not ask again.
+    /// [`CacheAsked`], so that `send` does not ask again.
     fn list_translated<'a>(
         &'a self,
         _request: &'a http::Request<Bytes>,
@@ -31,12 +31,26 @@ pub trait Upstream: Send + Sync {
     ) -> Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send + 'a>> {
         Box::pin(async { None })
     }
+
+    /// A WATCH stream (newline-delimited JSON events) already in the
+    /// consumer's terms, when this upstream can answer `request` from a
+    /// shared stream whose objects it translates with `translation()`, once
+    /// per change; `None` sends the request as usual (then marked
+    /// [`CacheAsked`]).
+    fn watch_translated<'a>(
+        &'a self,
+        _request: &'a http::Request<Bytes>,
+        _translation: &'a (dyn Fn() -> Translation + Send + Sync),
+    ) -> Pin<Box<dyn Future<Output = Option<BoxBody>> + Send + 'a>> {
+        Box::pin(async { None })
+    }
 }
 
-/// A request extension: [`Upstream::list_translated`] already declined this
-/// list, so `send` goes straight to the provider.
+/// A request extension: [`Upstream::list_translated`] or
+/// [`Upstream::watch_translated`] already declined this request, so `send`
+/// goes straight to the provider.
 #[derive(Clone, Copy, Debug)]
-pub struct ListAsked;
+pub struct CacheAsked;
 
 /// How one consumer sees the objects of one resource: `item` turns a
 /// provider object's JSON into the consumer's (`None`: not the consumer's).

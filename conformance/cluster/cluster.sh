@@ -198,29 +198,36 @@ start_cluster() { # cluster
     --unsafe-no-fsync --log-level warn
   wait_for "$c etcd" "$dir/etcd.log" "$dir/etcd.pid" 30 etcd_healthy "$etcd_url"
 
+  local apiserver=(
+    "$KUBE_BIN_DIR/kube-apiserver"
+    --etcd-servers "$etcd_url"
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port"
+    --cert-dir "$dir/apiserver-certs"
+    --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key"
+    --client-ca-file "$pki/ca.crt"
+    --authorization-mode RBAC
+    --service-account-issuer "$server"
+    --service-account-key-file "$pki/sa.pub"
+    --service-account-signing-key-file "$pki/sa.key"
+    --service-cluster-ip-range 10.0.0.0/24
+    --requestheader-client-ca-file "$pki/front-proxy-ca.crt"
+    --requestheader-allowed-names front-proxy-client
+    --requestheader-username-headers X-Remote-User
+    --requestheader-uid-headers X-Remote-Uid
+    --requestheader-group-headers X-Remote-Group
+    --requestheader-extra-headers-prefix X-Remote-Extra-
+    --proxy-client-cert-file "$pki/front-proxy-client.crt"
+    --proxy-client-key-file "$pki/front-proxy-client.key"
+    --endpoint-reconciler-type none
+    --profiling=false
+  )
+  # shellcheck disable=SC2206 # extra flags are word-split on purpose
+  apiserver+=(${BINDERY_APISERVER_EXTRA_ARGS:-})
+  # Tests start a second kube-apiserver of the same cluster (same etcd) from
+  # this command line, to restart one without disturbing the others.
+  printf '%s\0' "${apiserver[@]}" >"$dir/kube-apiserver.args"
   start_process kube-apiserver "$dir/kube-apiserver.log" "$dir/kube-apiserver.pid" \
-    "$KUBE_BIN_DIR/kube-apiserver" \
-    --etcd-servers "$etcd_url" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
-    --cert-dir "$dir/apiserver-certs" \
-    --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
-    --client-ca-file "$pki/ca.crt" \
-    --authorization-mode RBAC \
-    --service-account-issuer "$server" \
-    --service-account-key-file "$pki/sa.pub" \
-    --service-account-signing-key-file "$pki/sa.key" \
-    --service-cluster-ip-range 10.0.0.0/24 \
-    --requestheader-client-ca-file "$pki/front-proxy-ca.crt" \
-    --requestheader-allowed-names front-proxy-client \
-    --requestheader-username-headers X-Remote-User \
-    --requestheader-uid-headers X-Remote-Uid \
-    --requestheader-group-headers X-Remote-Group \
-    --requestheader-extra-headers-prefix X-Remote-Extra- \
-    --proxy-client-cert-file "$pki/front-proxy-client.crt" \
-    --proxy-client-key-file "$pki/front-proxy-client.key" \
-    --endpoint-reconciler-type none \
-    --profiling=false \
-    ${BINDERY_APISERVER_EXTRA_ARGS:-}
+    "${apiserver[@]}"
   write_kubeconfig "$dir/admin.kubeconfig" "$server" "$pki/ca.crt" \
     "$pki/admin.crt" "$pki/admin.key" admin
   wait_for "$c kube-apiserver" "$dir/kube-apiserver.log" "$dir/kube-apiserver.pid" 90 \

@@ -1,28 +1,35 @@
 //! The shared watch cache: an [`Upstream`] in front of the provider that
-//! answers the LISTs it can answer exactly ([`query`]) from one store per
-//! provider resource ([`store`]), kept by one list+watch per resource
-//! ([`reflector`]) however many consumers, exports and clients read it.
+//! answers the LISTs and WATCHes it can answer exactly ([`query`]) from one
+//! store per provider resource ([`store`]), kept by one list+watch per
+//! resource ([`reflector`]) however many consumers, exports and clients read
+//! it; each client watch is fed from that one stream ([`subscribers`],
+//! [`watcher`]).
 //! Everything else, and every list the cache is not ready for, goes to the
 //! provider unchanged. Consumers are kept apart exactly as on the way to
 //! the provider: the request reaching the cache is already in provider
 //! terms (the consumer's provider namespace, the identity label selector),
 //! and the cache evaluates it as kube-apiserver would.
 
+pub mod changes;
 pub mod query;
 pub mod reflector;
 pub mod store;
+pub mod subscribers;
+pub mod watcher;
 
-use crate::upstream::{BoxBody, BoxError, ListAsked, Translation, Upstream};
+use crate::upstream::{BoxBody, BoxError, CacheAsked, Translation, Upstream};
 use bytes::Bytes;
 use dashmap::DashMap;
 use http::header::{ACCEPT, CONTENT_TYPE};
 use http_body_util::{BodyExt, Full};
-use query::CacheableList;
+use query::{CacheableList, CacheableWatch, WatchStart};
 use reflector::Reflected;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::watch as signal;
+use watcher::{Beginning, Watcher};
 
 /// How long a list waits for its resource's first LIST, or for the store to
 /// reach a `NotOlderThan` version, before going to the provider instead.
@@ -37,15 +44,22 @@ pub struct CachedUpstream {
     /// per reflected collection: a later list waits for the store to reach
     /// it, so that whoever wrote through bindery reads their write.
     written: DashMap<String, u64>,
+    /// Ends every watch the cache serves when bindery shuts down.
+    shutdown: signal::Receiver<bool>,
 }
 
 impl CachedUpstream {
-    pub fn new(inner: Arc<dyn Upstream>, client: kube::Client) -> Self {
+    pub fn new(
+        inner: Arc<dyn Upstream>,
+        client: kube::Client,
+        shutdown: signal::Receiver<bool>,
+    ) -> Self {
         Self {
             inner,
             client,
             resources: DashMap::new(),
             written: DashMap::new(),
+            shutdown,
         }
     }
 
@@ -69,14 +83,13 @@ impl CachedUpstream {
         request: &http::Request<Bytes>,
         translation: Option<&(dyn Fn() -> Translation + Send + Sync)>,
     ) -> Option<Vec<u8>> {
-        if request.extensions().get::<ListAsked>().is_some() {
+        if request.extensions().get::<CacheAsked>().is_some() {
             return None;
         }
         let (collection, namespace, list) = cacheable(request)?;
         let reflected = self.reflected(&collection);
-        let written = self.written.get(&collection).map_or(0, |v| *v);
         if !reflected
-            .reached(list.not_older_than.max(written), PATIENCE)
+            .reached(list.not_older_than.max(self.written(&collection)), PATIENCE)
             .await
         {
             return None;
@@ -90,18 +103,88 @@ impl CachedUpstream {
         })
     }
 
+    /// The newest version a write through bindery answered with.
+    fn written(&self, collection: &str) -> u64 {
+        self.written.get(collection).map_or(0, |v| *v)
+    }
+
+    /// The watch stream for `request` from the shared stream, in provider
+    /// terms or translated; `None` when the cache cannot serve it exactly
+    /// (yet): a consistent watch, or one from a version it no longer holds
+    /// every change after (the provider then answers, 410 included).
+    async fn watch(
+        &self,
+        request: &http::Request<Bytes>,
+        translation: Option<&(dyn Fn() -> Translation + Send + Sync)>,
+    ) -> Option<BoxBody> {
+        if request.extensions().get::<CacheAsked>().is_some() {
+            return None;
+        }
+        let (collection, namespace, watch) = cacheable_watch(request)?;
+        let reflected = self.reflected(&collection);
+        let wanted = match watch.start {
+            WatchStart::State => watch
+                .selection
+                .not_older_than
+                .max(self.written(&collection)),
+            WatchStart::After(version) => version,
+        };
+        if !reflected.reached(wanted, PATIENCE).await {
+            return None;
+        }
+        let selection = &watch.selection;
+        let ((beginning, api_version, kind), queue) =
+            reflected.attach(namespace.as_deref(), |store, window| {
+                let beginning = match watch.start {
+                    WatchStart::State => Beginning::State {
+                        objects: store.selected(namespace.as_deref(), selection),
+                        version: store.resource_version(),
+                        initial_events_end: watch.initial_events_end,
+                    },
+                    WatchStart::After(version) => Beginning::Changes(window.since(version)?),
+                };
+                Some((
+                    beginning,
+                    store.api_version().to_string(),
+                    store.kind().to_string(),
+                ))
+            })?;
+        let watcher = Watcher {
+            namespace,
+            selection: watch.selection,
+            translation: translation.map(|make| make()),
+            bookmarks: watch.bookmarks,
+            timeout: watch.timeout_seconds.map(Duration::from_secs),
+            api_version,
+            kind,
+        };
+        Some(watcher::stream(
+            reflected,
+            watcher,
+            beginning,
+            queue,
+            self.shutdown.clone(),
+        ))
+    }
+
     async fn answer(&self, request: &http::Request<Bytes>) -> Option<http::Response<BoxBody>> {
-        let body = self.list(request, None).await?;
-        let mut response = http::Response::new(
-            Full::new(Bytes::from(body))
+        let body = match self.list(request, None).await {
+            Some(list) => Full::new(Bytes::from(list))
                 .map_err(|never| match never {})
                 .boxed_unsync(),
-        );
+            None => self.watch(request, None).await?,
+        };
+        let mut response = http::Response::new(body);
         response.headers_mut().insert(
             CONTENT_TYPE,
             http::HeaderValue::from_static("application/json"),
         );
         Some(response)
+    }
+
+    /// How many client watches the cache feeds, over all resources.
+    pub fn watchers(&self) -> usize {
+        self.resources.iter().map(|r| r.value().watchers()).sum()
     }
 }
 
@@ -165,11 +248,37 @@ impl Upstream for CachedUpstream {
     ) -> Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send + 'a>> {
         Box::pin(self.list(request, Some(translation)))
     }
+
+    fn watch_translated<'a>(
+        &'a self,
+        request: &'a http::Request<Bytes>,
+        translation: &'a (dyn Fn() -> Translation + Send + Sync),
+    ) -> Pin<Box<dyn Future<Output = Option<BoxBody>> + Send + 'a>> {
+        Box::pin(self.watch(request, Some(translation)))
+    }
 }
+
+/// A decoded query string.
+type Query = Vec<(String, String)>;
 
 /// A LIST the cache may answer: the collection across namespaces, the
 /// namespace asked for, and the filter.
 fn cacheable(request: &http::Request<Bytes>) -> Option<(String, Option<String>, CacheableList)> {
+    let (collection, namespace, query) = collection_read(request)?;
+    Some((collection, namespace, CacheableList::of_query(&query)?))
+}
+
+/// A WATCH the cache may answer, like [`cacheable`].
+fn cacheable_watch(
+    request: &http::Request<Bytes>,
+) -> Option<(String, Option<String>, CacheableWatch)> {
+    let (collection, namespace, query) = collection_read(request)?;
+    Some((collection, namespace, CacheableWatch::of_query(&query)?))
+}
+
+/// A JSON GET of a whole collection: the collection across namespaces, the
+/// namespace asked for, and the decoded query.
+fn collection_read(request: &http::Request<Bytes>) -> Option<(String, Option<String>, Query)> {
     if request.method() != http::Method::GET {
         return None;
     }
@@ -185,12 +294,10 @@ fn cacheable(request: &http::Request<Bytes>) -> Option<(String, Option<String>, 
     if name.is_some() {
         return None;
     }
-    let query: Vec<(String, String)> =
-        form_urlencoded::parse(request.uri().query().unwrap_or("").as_bytes())
-            .into_owned()
-            .collect();
-    let list = CacheableList::of_query(&query)?;
-    Some((collection, namespace, list))
+    let query = form_urlencoded::parse(request.uri().query().unwrap_or("").as_bytes())
+        .into_owned()
+        .collect();
+    Some((collection, namespace, query))
 }
 
 /// The collection (across namespaces) a resource path is in.

@@ -1,10 +1,12 @@
-//! Which provider LIST requests the watch cache may answer, and with what
-//! filter. Only what it can answer exactly as kube-apiserver would: a
-//! `resourceVersion=0` ("any") or `NotOlderThan` list, whole (no limit or
-//! continue), with label selectors it parses and field selectors on
+//! Which provider LIST and WATCH requests the watch cache may answer, and
+//! with what filter. Only what it can answer exactly as kube-apiserver
+//! would: a `resourceVersion=0` ("any") or `NotOlderThan` list, whole (no
+//! limit or continue); a watch from `0`, from a given version, or a
+//! watch-list (`sendInitialEvents`) not older than a version; with label
+//! selectors it parses and field selectors on
 //! `metadata.name`/`metadata.namespace`. Anything else, including every
-//! malformed selector, goes to the provider, which gives the exact answer or
-//! error. Pure.
+//! malformed selector and every consistent (unversioned) read, goes to the
+//! provider, which gives the exact answer or error. Pure.
 
 use kube::core::{Expression, Selector, SelectorExt};
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,36 +34,124 @@ pub enum MetadataField {
     Namespace,
 }
 
+/// A watch the cache can answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CacheableWatch {
+    pub start: WatchStart,
+    /// What the watcher selects (`not_older_than`: for the initial state).
+    pub selection: CacheableList,
+    pub bookmarks: bool,
+    /// A watch-list: the initial events end with a marked bookmark.
+    pub initial_events_end: bool,
+    /// `timeoutSeconds` (`None`: the server's default).
+    pub timeout_seconds: Option<u64>,
+}
+
+/// Where a watch begins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatchStart {
+    /// With the current state as ADDED events (not older than the
+    /// selection's `not_older_than`).
+    State,
+    /// With the changes after this resourceVersion.
+    After(u64),
+}
+
+impl CacheableWatch {
+    /// Reads a decoded query; `None` when the cache must not answer it.
+    pub fn of_query(query: &[(String, String)]) -> Option<Self> {
+        let get = known_values(query, &["watch", "sendInitialEvents"])?;
+        if !matches!(get("watch"), Some("true" | "1")) {
+            return None;
+        }
+        let bookmarks = match get("allowWatchBookmarks") {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(_) => return None,
+        };
+        let version = get("resourceVersion")?;
+        let (start, not_older_than, initial_events_end) = match (
+            version,
+            get("resourceVersionMatch"),
+            get("sendInitialEvents"),
+        ) {
+            ("0", None, None) => (WatchStart::State, 0, false),
+            (version, None, None) => (WatchStart::After(positive(version)?), 0, false),
+            // A watch-list; kube-apiserver wants bookmarks with it.
+            ("0", Some("NotOlderThan"), Some("true")) if bookmarks => (WatchStart::State, 0, true),
+            (version, Some("NotOlderThan"), Some("true")) if bookmarks => {
+                (WatchStart::State, positive(version)?, true)
+            }
+            _ => return None,
+        };
+        let timeout_seconds = match get("timeoutSeconds") {
+            None => None,
+            Some(seconds) => Some(seconds.parse::<u64>().ok()?).filter(|s| *s > 0),
+        };
+        Some(Self {
+            start,
+            selection: CacheableList {
+                not_older_than,
+                labels: parse_label_selector(get("labelSelector").unwrap_or(""))?,
+                fields: parse_field_selector(get("fieldSelector").unwrap_or(""))?,
+            },
+            bookmarks,
+            initial_events_end,
+            timeout_seconds,
+        })
+    }
+}
+
+/// A positive resourceVersion, written as kube-apiserver writes them.
+fn positive(version: &str) -> Option<u64> {
+    let parsed: u64 = version.parse().ok()?;
+    (parsed > 0 && parsed.to_string() == version).then_some(parsed)
+}
+
+/// The parameters both lists and watches may have.
+const KNOWN: [&str; 6] = [
+    "resourceVersion",
+    "resourceVersionMatch",
+    "labelSelector",
+    "fieldSelector",
+    "timeoutSeconds",
+    "allowWatchBookmarks",
+];
+
+/// A lookup of the query's parameters; `None` when one is given twice, or
+/// one is neither in [`KNOWN`] nor in `also`.
+fn known_values<'q>(
+    query: &'q [(String, String)],
+    also: &[&str],
+) -> Option<impl Fn(&str) -> Option<&'q str> + 'q> {
+    let mut seen = BTreeSet::new();
+    let acceptable = |k: &str| KNOWN.contains(&k) || also.contains(&k);
+    if !query
+        .iter()
+        .all(|(k, _)| acceptable(k) && seen.insert(k.as_str()))
+    {
+        return None;
+    }
+    Some(move |key: &str| {
+        query
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    })
+}
+
 impl CacheableList {
     /// Reads a decoded query; `None` when the cache must not answer it.
     pub fn of_query(query: &[(String, String)]) -> Option<Self> {
-        let get = |key: &str| {
-            let mut values = query.iter().filter(|(k, _)| k == key).map(|(_, v)| v);
-            let first = values.next();
-            match values.next() {
-                Some(_) => Err(()),
-                None => Ok(first.map(String::as_str)),
-            }
-        };
-        const KNOWN: [&str; 6] = [
-            "resourceVersion",
-            "resourceVersionMatch",
-            "labelSelector",
-            "fieldSelector",
-            "timeoutSeconds",
-            "allowWatchBookmarks",
-        ];
-        if query.iter().any(|(k, _)| !KNOWN.contains(&k.as_str())) {
-            return None;
-        }
-        let version = get("resourceVersion").ok()??;
-        let not_older_than = match (version, get("resourceVersionMatch").ok()?) {
+        let get = known_values(query, &[])?;
+        let version = get("resourceVersion")?;
+        let not_older_than = match (version, get("resourceVersionMatch")) {
             ("0", None | Some("NotOlderThan")) => 0,
             (version, Some("NotOlderThan")) => version.parse().ok()?,
             _ => return None,
         };
-        let labels = parse_label_selector(get("labelSelector").ok()?.unwrap_or(""))?;
-        let fields = parse_field_selector(get("fieldSelector").ok()?.unwrap_or(""))?;
+        let labels = parse_label_selector(get("labelSelector").unwrap_or(""))?;
+        let fields = parse_field_selector(get("fieldSelector").unwrap_or(""))?;
         Some(Self {
             not_older_than,
             labels,
@@ -341,7 +431,103 @@ mod tests {
         assert!(!list.selects("default", "b", &none));
     }
 
+    #[test]
+    fn watches_from_zero_from_a_version_and_watch_lists_are_cacheable() {
+        let watch = |pairs: &[(&str, &str)]| {
+            let mut pairs = pairs.to_vec();
+            pairs.push(("watch", "true"));
+            CacheableWatch::of_query(&query(&pairs))
+        };
+        let zero = watch(&[("resourceVersion", "0")]).unwrap();
+        assert_eq!(
+            (zero.start, zero.initial_events_end),
+            (WatchStart::State, false)
+        );
+        let after = watch(&[
+            ("resourceVersion", "42"),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", "30"),
+        ])
+        .unwrap();
+        assert_eq!(after.start, WatchStart::After(42));
+        assert!(after.bookmarks);
+        assert_eq!(after.timeout_seconds, Some(30));
+        let list = watch(&[
+            ("resourceVersion", "42"),
+            ("resourceVersionMatch", "NotOlderThan"),
+            ("sendInitialEvents", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("labelSelector", "app=db"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (
+                list.start,
+                list.selection.not_older_than,
+                list.initial_events_end
+            ),
+            (WatchStart::State, 42, true)
+        );
+        for unanswerable in [
+            // Consistent: from the provider's newest version.
+            &[][..],
+            &[("resourceVersion", "")][..],
+            &[
+                ("resourceVersionMatch", "NotOlderThan"),
+                ("sendInitialEvents", "true"),
+                ("allowWatchBookmarks", "true"),
+            ][..],
+            // Invalid for kube-apiserver: it gives the error.
+            &[
+                ("resourceVersion", "0"),
+                ("resourceVersionMatch", "NotOlderThan"),
+            ][..],
+            &[
+                ("resourceVersion", "0"),
+                ("sendInitialEvents", "true"),
+                ("resourceVersionMatch", "NotOlderThan"),
+            ][..],
+            &[
+                ("resourceVersion", "0"),
+                ("sendInitialEvents", "false"),
+                ("resourceVersionMatch", "NotOlderThan"),
+                ("allowWatchBookmarks", "true"),
+            ][..],
+            &[("resourceVersion", "x")][..],
+            &[("resourceVersion", "042")][..],
+            &[("resourceVersion", "0"), ("timeoutSeconds", "-1")][..],
+            &[("resourceVersion", "0"), ("allowWatchBookmarks", "yes")][..],
+            &[("resourceVersion", "0"), ("limit", "5")][..],
+            &[("resourceVersion", "0"), ("labelSelector", "app=(")][..],
+        ] {
+            assert_eq!(watch(unanswerable), None, "{unanswerable:?}");
+        }
+        assert_eq!(
+            CacheableWatch::of_query(&query(&[("resourceVersion", "0")])),
+            None,
+            "not a watch"
+        );
+        assert_eq!(
+            CacheableWatch::of_query(&query(&[
+                ("watch", "true"),
+                ("resourceVersion", "0"),
+                ("resourceVersion", "1")
+            ])),
+            None,
+            "a parameter given twice"
+        );
+    }
+
     proptest! {
+        #[test]
+        fn arbitrary_watch_queries_never_panic(version in "\\PC{0,12}", selector in "\\PC{0,30}") {
+            let _ = CacheableWatch::of_query(&query(&[
+                ("watch", "true"),
+                ("resourceVersion", &version),
+                ("labelSelector", &selector),
+            ]));
+        }
+
         #[test]
         fn arbitrary_queries_never_panic(selector in "\\PC{0,40}", fields in "\\PC{0,30}") {
             let _ = CacheableList::of_query(&query(&[

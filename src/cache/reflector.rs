@@ -2,27 +2,84 @@
 //! from its resourceVersion (with bookmarks), resumed from the last version
 //! seen when the stream ends, and a fresh LIST when the provider says the
 //! version is gone (410) or cannot be reached. One reflector per provider
-//! resource, however many consumers and clients read it.
+//! resource, however many consumers and clients read it. Every change is
+//! kept in a window and handed to the attached watchers; a relist is handed
+//! out as the changes it makes, so watchers stay attached across it.
 
+use super::changes::{Change, Window};
 use super::store::{Applied, Store};
+use super::subscribers::Subscribers;
 use http::header::ACCEPT;
 use kube::core::WatchEvent;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
-/// A store and the version it has reached, shared by the reflector (the
-/// writer) and every reader.
+/// How many changes a resource keeps for watches that resume.
+const WINDOW: usize = 4096;
+
+/// The store with the changes that led to it.
+struct Cached {
+    store: Store,
+    window: Window,
+}
+
+/// A store, its recent changes, its watchers and the version it has
+/// reached, shared by the reflector (the writer) and every reader. Changes
+/// are handed out while the store is locked for writing, and watchers attach
+/// while it is locked for reading, so a watcher sees each change exactly
+/// once: in what it read when it attached, or in its queue.
 pub struct Reflected {
-    store: RwLock<Option<Store>>,
+    cached: RwLock<Option<Cached>>,
+    subscribers: Mutex<Subscribers>,
     version: watch::Sender<u64>,
 }
 
 impl Reflected {
     /// Reads the store, if it has been listed.
     pub fn read<T>(&self, f: impl FnOnce(&Store) -> T) -> Option<T> {
-        let guard = self.store.read().unwrap_or_else(|p| p.into_inner());
-        guard.as_ref().map(f)
+        let guard = self.cached.read().unwrap_or_else(|p| p.into_inner());
+        guard.as_ref().map(|cached| f(&cached.store))
+    }
+
+    /// Reads the store and its window with `f` and, when `f` gives a
+    /// value, attaches a watcher of `namespace` (all when `None`) that
+    /// receives every change after what `f` read.
+    pub fn attach<T>(
+        &self,
+        namespace: Option<&str>,
+        f: impl FnOnce(&Store, &Window) -> Option<T>,
+    ) -> Option<(T, mpsc::Receiver<Arc<Change>>)> {
+        let guard = self.cached.read().unwrap_or_else(|p| p.into_inner());
+        let cached = guard.as_ref()?;
+        let value = f(&cached.store, &cached.window)?;
+        let queue = self
+            .subscribers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .subscribe(namespace);
+        Some((value, queue))
+    }
+
+    /// The store's version, and the changes up to it still waiting in
+    /// `queue` (taken out of it): once they are sent, a bookmark at that
+    /// version hides nothing from the watcher.
+    pub fn settle(&self, queue: &mut mpsc::Receiver<Arc<Change>>) -> (Vec<Arc<Change>>, u64) {
+        let guard = self.cached.read().unwrap_or_else(|p| p.into_inner());
+        let mut waiting = Vec::new();
+        while let Ok(change) = queue.try_recv() {
+            waiting.push(change);
+        }
+        let version = guard.as_ref().map_or(0, |c| c.store.resource_version());
+        (waiting, version)
+    }
+
+    /// How many watchers are attached.
+    pub fn watchers(&self) -> usize {
+        self.subscribers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
     }
 
     /// Waits until the store has reached `version` (0: until it is listed),
@@ -35,18 +92,47 @@ impl Reflected {
             .is_ok_and(|r| r.is_ok())
     }
 
+    /// Takes a fresh list: the first, or a relist, which is handed out as
+    /// the changes it makes.
     fn set(&self, store: Store) {
         let version = store.resource_version();
-        *self.store.write().unwrap_or_else(|p| p.into_inner()) = Some(store);
+        let mut guard = self.cached.write().unwrap_or_else(|p| p.into_inner());
+        let cached = match guard.take() {
+            None => Cached {
+                window: Window::new(version, WINDOW),
+                store,
+            },
+            Some(Cached {
+                store: old,
+                mut window,
+            }) => {
+                let mut subscribers = self.subscribers.lock().unwrap_or_else(|p| p.into_inner());
+                for change in old.changes_to(&store) {
+                    let change = Arc::new(change);
+                    subscribers.dispatch(&change);
+                    window.push(change);
+                }
+                Cached { store, window }
+            }
+        };
+        *guard = Some(cached);
         self.version.send_replace(version);
     }
 
     fn apply(&self, event: &WatchEvent<serde_json::Value>) -> Applied {
-        let mut guard = self.store.write().unwrap_or_else(|p| p.into_inner());
-        let Some(store) = guard.as_mut() else {
+        let mut guard = self.cached.write().unwrap_or_else(|p| p.into_inner());
+        let Some(cached) = guard.as_mut() else {
             return Applied::Relist;
         };
-        let applied = store.apply(event);
+        let (applied, change) = cached.store.apply(event);
+        if let Some(change) = change {
+            let change = Arc::new(change);
+            self.subscribers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .dispatch(&change);
+            cached.window.push(change);
+        }
         if let Applied::Advanced(version) = applied {
             self.version.send_replace(version);
         }
@@ -59,7 +145,8 @@ impl Reflected {
 pub fn start(client: kube::Client, collection: String) -> Arc<Reflected> {
     let (version, _) = watch::channel(0);
     let reflected = Arc::new(Reflected {
-        store: RwLock::new(None),
+        cached: RwLock::new(None),
+        subscribers: Mutex::new(Subscribers::default()),
         version,
     });
     tokio::spawn(run(client, collection, reflected.clone()));

@@ -17,7 +17,7 @@ use crate::translate::continue_token::TokenError;
 use crate::translate::objects::{Refusal, Visibility, object_up};
 use crate::translate::request::{ConsumerRequest, RequestError, encode, request_down, token_scope};
 use crate::translate::response::{Translated, body_up, event_up, text_up};
-use crate::upstream::{BoxBody, ListAsked, Translation, Upstream};
+use crate::upstream::{BoxBody, CacheAsked, Translation, Upstream};
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
 use http::{HeaderValue, Method, Response, StatusCode};
@@ -156,12 +156,22 @@ impl Proxy {
         let mut upstream = upstream
             .body(body)
             .map_err(|e| ApiError::internal(e.to_string()))?;
+        let make = || translation(bound);
         if verb == Verb::List {
-            let make = || translation(bound);
             if let Some(bytes) = self.upstream.list_translated(&upstream, &make).await {
                 return Ok(translated_list(bytes, to_yaml));
             }
-            upstream.extensions_mut().insert(ListAsked);
+            upstream.extensions_mut().insert(CacheAsked);
+        }
+        if verb == Verb::Watch {
+            if let Some(body) = self.upstream.watch_translated(&upstream, &make).await {
+                let mut response = Response::new(body);
+                response
+                    .headers_mut()
+                    .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                return Ok(response);
+            }
+            upstream.extensions_mut().insert(CacheAsked);
         }
         let response =
             self.upstream.send(upstream).await.map_err(|e| {

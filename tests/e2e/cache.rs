@@ -1,8 +1,8 @@
 //! The shared watch cache against the real provider: three consumers list
-//! one resource at `resourceVersion=0` many times, and the provider sees no
-//! LIST for them and no more WATCHes than after the first (its own metrics
-//! say so), while each consumer
-//! still sees exactly its own objects, its own writes at once, and no other
+//! one resource at `resourceVersion=0` many times and keep two watches each
+//! open, and the provider sees no LIST for them and no more WATCHes than
+//! after the first (its own metrics say so), while each consumer still sees
+//! exactly its own objects and events, its own writes at once, and no other
 //! consumer's. A consistent list (no resourceVersion) still goes to the
 //! provider.
 
@@ -40,6 +40,94 @@ fn get_raw(consumer: &Consumer, path: &str) -> serde_json::Value {
     body
 }
 
+/// A client watch through a consumer's endpoint, its events written to a
+/// file as they come.
+pub(crate) struct ClientWatch {
+    child: std::process::Child,
+    events: std::path::PathBuf,
+}
+
+impl ClientWatch {
+    pub(crate) fn start(consumer: &Consumer, url: &str, path: &str) -> Self {
+        let events = std::env::temp_dir().join(unique_name("client-watch"));
+        let child = Command::new("curl")
+            .args(["-sk", "-N", "--cert"])
+            .arg(&consumer.cert)
+            .arg("--key")
+            .arg(&consumer.key)
+            .arg(format!("{url}{path}"))
+            .stdout(std::fs::File::create(&events).expect("an events file"))
+            .spawn()
+            .expect("curl starts");
+        Self { child, events }
+    }
+
+    /// The events so far, as (type, name, resourceVersion).
+    pub(crate) fn events(&self) -> Vec<(String, String, String)> {
+        std::fs::read_to_string(&self.events)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .map(|event| {
+                let field = |pointer: &str| {
+                    event
+                        .pointer(pointer)
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or_default()
+                        .to_string()
+                };
+                (
+                    field("/type"),
+                    field("/object/metadata/name"),
+                    field("/object/metadata/resourceVersion"),
+                )
+            })
+            .collect()
+    }
+
+    /// Waits until `done` holds for the events, at most `seconds`.
+    pub(crate) fn wait_for(
+        &self,
+        seconds: u64,
+        what: &str,
+        done: impl Fn(&[(String, String, String)]) -> bool,
+    ) -> Vec<(String, String, String)> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+        loop {
+            let events = self.events();
+            if done(&events) {
+                return events;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the watch never saw {what}: {events:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+
+    /// Whether the stream is still open.
+    pub(crate) fn is_open(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for ClientWatch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.events);
+    }
+}
+
+/// Creates Gadget `name` in the consumer's `default` namespace.
+fn create_gadget(consumer: &Consumer, group: &str, name: &str) {
+    let gadget = format!(
+        "{{\"apiVersion\":\"{group}/v1\",\"kind\":\"Gadget\",\"metadata\":{{\"name\":\"{name}\"}}}}"
+    );
+    crate::workspace::consumer_write(consumer, &["create", "-f", "-"], Some(&gadget));
+}
+
 fn names(list: &serde_json::Value) -> Vec<String> {
     list["items"]
         .as_array()
@@ -55,7 +143,7 @@ fn names(list: &serde_json::Value) -> Vec<String> {
 }
 
 #[test]
-fn any_version_lists_of_every_consumer_share_one_upstream_list_and_watch() {
+fn any_version_lists_and_watches_of_every_consumer_share_one_upstream_list_and_watch() {
     install_examples();
     let provider = &clusters().provider;
     let group = format!("{}.example.com", unique_name("cached"));
@@ -78,19 +166,7 @@ fn any_version_lists_of_every_consumer_share_one_upstream_list_and_watch() {
     let collection = format!("/apis/{group}/v1/namespaces/default/gadgets");
     let any = format!("{collection}?resourceVersion=0");
     for (i, consumer) in consumers.iter().enumerate() {
-        let gadget = format!(
-            "{{\"apiVersion\":\"{group}/v1\",\"kind\":\"Gadget\",\"metadata\":{{\"name\":\"g{i}\"}}}}"
-        );
-        let output = crate::workspace::consumer_kubectl(
-            consumer,
-            &["-n", "default", "create", "-f", "-"],
-            Some(&gadget),
-        );
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        create_gadget(consumer, &group, &format!("g{i}"));
         // Its own write, at once, from the cache.
         assert_eq!(
             names(&get_raw(consumer, &any)),
@@ -151,14 +227,66 @@ fn any_version_lists_of_every_consumer_share_one_upstream_list_and_watch() {
         before,
         "resourceVersion=0 lists reached the provider"
     );
-    // More consumers and lists add no upstream watch.
+    // Two client watches per consumer: from any version (the state first)
+    // and from a cached list's version.
+    let watches: Vec<[ClientWatch; 2]> = consumers
+        .iter()
+        .map(|consumer| {
+            let version = get_raw(consumer, &any)["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            [
+                ClientWatch::start(
+                    consumer,
+                    &consumer.base_url,
+                    &format!("{collection}?watch=true&resourceVersion=0&timeoutSeconds=120"),
+                ),
+                ClientWatch::start(
+                    consumer,
+                    &consumer.base_url,
+                    &format!(
+                        "/apis/{group}/v1/gadgets?watch=true&resourceVersion={version}&timeoutSeconds=120"
+                    ),
+                ),
+            ]
+        })
+        .collect();
+    for (i, [from_zero, _]) in watches.iter().enumerate() {
+        from_zero.wait_for(20, "the state", |events| {
+            events
+                .iter()
+                .any(|(t, n, _)| t == "ADDED" && *n == format!("g{i}"))
+        });
+    }
+    for (i, consumer) in consumers.iter().enumerate() {
+        create_gadget(consumer, &group, &format!("w{i}"));
+    }
+    for (i, pair) in watches.iter().enumerate() {
+        for watch in pair {
+            let events = watch.wait_for(20, &format!("w{i}"), |events| {
+                events
+                    .iter()
+                    .any(|(t, n, _)| t == "ADDED" && *n == format!("w{i}"))
+            });
+            let names: Vec<&str> = events.iter().map(|(_, n, _)| n.as_str()).collect();
+            assert!(
+                names.iter().all(|n| n.ends_with(&i.to_string())),
+                "consumer {i}'s watch saw another consumer's objects: {events:?}"
+            );
+        }
+    }
+    // More consumers, lists and client watches add no upstream watch.
     let watches_after = watching();
     assert!(
         watches_after <= watches_before,
-        "upstream watches of gadgets.{group} grew from {watches_before} to {watches_after}: {:#?}",
+        "upstream watches of gadgets.{group} grew from {watches_before} to {watches_after} \
+         with {} client watches open: {:#?}",
+        watches.len() * 2,
         samples()
     );
+    drop(watches);
     // A consistent list is the provider's.
-    assert_eq!(names(&get_raw(&consumers[0], &collection)), ["g0"]);
+    assert_eq!(names(&get_raw(&consumers[0], &collection)), ["g0", "w0"]);
     assert_eq!(lists("namespace"), before.0 + 1.0);
 }

@@ -85,6 +85,21 @@ pub(crate) fn consumer_kubectl(
     child.wait_with_output().expect("kubectl finishes")
 }
 
+/// kubectl as the consumer in its `default` namespace; it must succeed.
+pub(crate) fn consumer_write(
+    consumer: &crate::bindery::Consumer,
+    args: &[&str],
+    stdin: Option<&str>,
+) {
+    let args: Vec<&str> = ["-n", "default"].iter().chain(args).copied().collect();
+    let output = consumer_kubectl(consumer, &args, stdin);
+    assert!(
+        output.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 /// A token of a new provider ServiceAccount bound to `rules` on the
 /// workspace of `export` (cluster-wide, or in `namespace`).
 pub(crate) fn controller_token(

@@ -647,41 +647,68 @@ async fn wait_available(app: &kube::Client, names: &[String], timeout: Duration)
     Ok(())
 }
 
-/// Waits until the app cluster's aggregated discovery (what kubectl reads)
-/// lists every bound group/version with its resources. The aggregator
-/// refreshes that document on its own after an APIService turns Available,
-/// and until then kubectl cannot map the bound kinds.
+/// Waits until the app cluster's aggregated discovery (what kubectl reads to
+/// map kinds) and its OpenAPI v3 index (what `kubectl explain` reads) list
+/// every bound group/version. The aggregator refreshes both on its own after
+/// an APIService turns Available, and until then kubectl cannot map or
+/// explain the bound kinds.
 async fn wait_discovered(
     app: &kube::Client,
     bound: &[super::wire::GroupVersion],
     timeout: Duration,
 ) -> Result<()> {
     let deadline = Instant::now() + timeout;
-    loop {
-        let request = http::Request::builder()
-            .uri("/apis")
-            .header(
-                http::header::ACCEPT,
-                "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
-            )
-            .body(Vec::new())?;
-        let document: Value = app.request(request).await?;
-        let missing: Vec<String> = bound
-            .iter()
-            .filter(|gv| !discovered(&document, &gv.group, &gv.version))
-            .map(|gv| format!("{}/{}", gv.group, gv.version))
-            .collect();
-        if missing.is_empty() {
-            return Ok(());
+    let documents: [(&str, &str, &str, ListsGroupVersion); 2] = [
+        (
+            "/apis",
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+            "discovery",
+            discovered,
+        ),
+        (
+            "/openapi/v3",
+            "application/json",
+            "OpenAPI v3 index",
+            in_openapi_index,
+        ),
+    ];
+    for (uri, accept, what, lists) in documents {
+        loop {
+            let request = http::Request::builder()
+                .uri(uri)
+                .header(http::header::ACCEPT, accept)
+                .body(Vec::new())?;
+            let document: Value = app.request(request).await?;
+            let missing: Vec<String> = bound
+                .iter()
+                .filter(|gv| !lists(&document, &gv.group, &gv.version))
+                .map(|gv| format!("{}/{}", gv.group, gv.version))
+                .collect();
+            if missing.is_empty() {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "the app cluster's {what} does not list {} yet",
+                    missing.join(", ")
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
         }
-        if Instant::now() > deadline {
-            bail!(
-                "the app cluster's discovery does not list {} yet",
-                missing.join(", ")
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
     }
+    Ok(())
+}
+
+/// Whether a document lists a group/version.
+type ListsGroupVersion = fn(&Value, &str, &str) -> bool;
+
+/// Whether an OpenAPI v3 index (`/openapi/v3`) has `group`/`version`.
+fn in_openapi_index(document: &Value, group: &str, version: &str) -> bool {
+    let path = match group {
+        "" => format!("api/{version}"),
+        group => format!("apis/{group}/{version}"),
+    };
+    document["paths"].get(&path).is_some()
 }
 
 /// Whether an aggregated discovery document lists `group`/`version` with
@@ -810,6 +837,20 @@ async fn delete_labelled(app: &kube::Client, labels: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_openapi_index_must_have_the_group_version() {
+        let index = serde_json::json!({"paths": {"apis/db.example.com/v1": {"serverRelativeURL": "/openapi/v3/apis/db.example.com/v1?hash=X"},
+            "api/v1": {}}});
+        assert!(in_openapi_index(&index, "db.example.com", "v1"));
+        assert!(in_openapi_index(&index, "", "v1"));
+        assert!(!in_openapi_index(&index, "db.example.com", "v1beta1"));
+        assert!(!in_openapi_index(
+            &serde_json::json!({}),
+            "db.example.com",
+            "v1"
+        ));
+    }
 
     #[test]
     fn discovery_must_list_the_version_with_resources_and_fresh() {

@@ -4,6 +4,7 @@ use crate::route::ConsumerId;
 use crate::translate::{BoundResource, IdentityHash, Isolation, NamespaceMap};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionSpec;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// An APIServiceExport, as far as serving needs it.
 #[derive(Clone, Debug, PartialEq)]
@@ -24,7 +25,8 @@ pub struct ExportRecord {
 pub struct SchemaRecord {
     pub namespace: String,
     pub name: String,
-    pub spec: CustomResourceDefinitionSpec,
+    /// Shared by every BoundSchema with the same spec.
+    pub spec: Arc<CustomResourceDefinitionSpec>,
 }
 
 /// An APIServiceNamespace.
@@ -41,7 +43,7 @@ pub struct NamespaceRecord {
 #[derive(Clone, Debug)]
 pub struct ServedResource {
     pub bound: BoundResource,
-    pub spec: CustomResourceDefinitionSpec,
+    pub spec: Arc<CustomResourceDefinitionSpec>,
 }
 
 impl ServedResource {
@@ -79,7 +81,7 @@ impl ConsumerView {
     }
 
     pub fn specs(&self) -> Vec<CustomResourceDefinitionSpec> {
-        self.resources.iter().map(|r| r.spec.clone()).collect()
+        self.resources.iter().map(|r| (*r.spec).clone()).collect()
     }
 
     /// Whether any served resource is in `group` at `version`.
@@ -145,6 +147,44 @@ impl Catalog {
             .into_iter()
             .map(|n| ((n.namespace.clone(), n.name.clone()), n))
             .collect();
+    }
+
+    /// Adds or replaces one export.
+    pub fn upsert_export(&mut self, export: ExportRecord) {
+        self.generation += 1;
+        self.exports
+            .insert((export.namespace.clone(), export.name.clone()), export);
+    }
+
+    /// Adds or replaces one BoundSchema.
+    pub fn upsert_schema(&mut self, schema: SchemaRecord) {
+        self.generation += 1;
+        self.schemas
+            .insert((schema.namespace.clone(), schema.name.clone()), schema);
+    }
+
+    /// Adds or replaces one APIServiceNamespace.
+    pub fn upsert_namespace(&mut self, namespace: NamespaceRecord) {
+        self.generation += 1;
+        self.namespaces.insert(
+            (namespace.namespace.clone(), namespace.name.clone()),
+            namespace,
+        );
+    }
+
+    pub fn remove_export(&mut self, key: &(String, String)) {
+        self.generation += 1;
+        self.exports.remove(key);
+    }
+
+    pub fn remove_schema(&mut self, key: &(String, String)) {
+        self.generation += 1;
+        self.schemas.remove(key);
+    }
+
+    pub fn remove_namespace(&mut self, key: &(String, String)) {
+        self.generation += 1;
+        self.namespaces.remove(key);
     }
 
     /// The consumers with an export named `key`, or whose export's identity
@@ -253,7 +293,7 @@ mod tests {
         SchemaRecord {
             namespace: ns.into(),
             name: format!("{plural}.example.com"),
-            spec: CustomResourceDefinitionSpec {
+            spec: Arc::new(CustomResourceDefinitionSpec {
                 group: "example.com".into(),
                 names: CustomResourceDefinitionNames {
                     plural: plural.into(),
@@ -268,7 +308,7 @@ mod tests {
                     ..Default::default()
                 }],
                 ..Default::default()
-            },
+            }),
         }
     }
 

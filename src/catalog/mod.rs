@@ -3,6 +3,7 @@
 //! `watch` keeps it in step with the provider.
 
 pub mod index;
+pub mod interned;
 pub mod watch;
 
 pub use index::{

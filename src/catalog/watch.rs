@@ -1,14 +1,16 @@
 //! Keeps a [`Catalog`] in step with the provider: one watch each on
 //! APIServiceExports, BoundSchemas and APIServiceNamespaces, in every
-//! namespace.
+//! namespace. Each event changes one record; only a (re)list replaces a
+//! kind's records, so the cost of an event does not grow with the number
+//! of consumers, and the objects are not kept besides their records.
 
 use super::index::{Catalog, ExportRecord, NamespaceRecord, SchemaRecord};
+use super::interned::Specs;
 use crate::controllers::export_status::flow::serving_stopped;
 use crate::translate::{IdentityHash, Isolation};
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
-use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
 use std::sync::{Arc, RwLock};
@@ -55,56 +57,117 @@ fn api_resource(kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, VERSION, kind), plural)
 }
 
+/// The kinds the catalog is made of.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Export,
+    Schema,
+    Namespace,
+}
+
+impl Kind {
+    fn api_resource(self) -> ApiResource {
+        match self {
+            Kind::Export => api_resource("APIServiceExport", "apiserviceexports"),
+            Kind::Schema => api_resource("BoundSchema", "boundschemas"),
+            Kind::Namespace => api_resource("APIServiceNamespace", "apiservicenamespaces"),
+        }
+    }
+
+    /// Records `object` as it now is (an object that makes no record
+    /// removes the one it made before).
+    fn apply(self, catalog: &mut Catalog, object: &DynamicObject) {
+        let Some(key) = namespace_and_name(object) else {
+            return;
+        };
+        match self {
+            Kind::Export => match export_record(object) {
+                Some(record) => catalog.upsert_export(record),
+                None => catalog.remove_export(&key),
+            },
+            Kind::Schema => match schema_record(object) {
+                Some(record) => catalog.upsert_schema(record),
+                None => catalog.remove_schema(&key),
+            },
+            Kind::Namespace => match namespace_record(object) {
+                Some(record) => catalog.upsert_namespace(record),
+                None => catalog.remove_namespace(&key),
+            },
+        }
+    }
+
+    fn delete(self, catalog: &mut Catalog, object: &DynamicObject) {
+        let Some(key) = namespace_and_name(object) else {
+            return;
+        };
+        match self {
+            Kind::Export => catalog.remove_export(&key),
+            Kind::Schema => catalog.remove_schema(&key),
+            Kind::Namespace => catalog.remove_namespace(&key),
+        }
+    }
+
+    /// Replaces every record of this kind with those of a fresh list.
+    fn replace(self, catalog: &mut Catalog, objects: &[DynamicObject]) {
+        match self {
+            Kind::Export => catalog.set_exports(objects.iter().filter_map(export_record)),
+            Kind::Schema => catalog.set_schemas(objects.iter().filter_map(schema_record)),
+            Kind::Namespace => catalog.set_namespaces(objects.iter().filter_map(namespace_record)),
+        }
+    }
+}
+
 /// Starts the watches; the returned catalog fills as they list.
 pub fn start(client: kube::Client, prefix: &str) -> SharedCatalog {
     let inner = Arc::new(RwLock::new(Catalog::new(prefix)));
     let (synced_tx, synced) = signal::channel(false);
-    let kinds = [
-        ("APIServiceExport", "apiserviceexports"),
-        ("BoundSchema", "boundschemas"),
-        ("APIServiceNamespace", "apiservicenamespaces"),
-    ];
-    let mut ready = Vec::new();
-    for (kind, plural) in kinds {
-        let resource = api_resource(kind, plural);
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-        let writer = reflector::store::Writer::new(resource);
-        let store = writer.as_reader();
-        ready.push(store.clone());
+    let listed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let kinds = [Kind::Export, Kind::Schema, Kind::Namespace];
+    // Synced once every kind has listed once.
+    let synced_tx = Arc::new(synced_tx);
+    for kind in kinds {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &kind.api_resource());
         let catalog = inner.clone();
-        let events = watcher(api, watcher::Config::default())
-            .default_backoff()
-            .reflect(writer);
+        let (listed, synced_tx) = (listed.clone(), synced_tx.clone());
+        let events = watcher(api, watcher::Config::default()).default_backoff();
         tokio::spawn(async move {
             futures::pin_mut!(events);
-            // Every event (applied, deleted, relisted) rebuilds this kind's records.
+            let mut listing: Vec<DynamicObject> = Vec::new();
+            let mut first_list = true;
             while let Some(event) = events.next().await {
+                let event = match event {
+                    Ok(event) => event,
+                    Err(error) => {
+                        tracing::warn!(%error, ?kind, "provider watch failed; retrying");
+                        continue;
+                    }
+                };
+                let write = || catalog.write().unwrap_or_else(|e| e.into_inner());
                 match event {
-                    Ok(_) => refresh(&catalog, kind, &store),
-                    Err(error) => tracing::warn!(%error, kind, "provider watch failed; retrying"),
+                    watcher::Event::Init => listing.clear(),
+                    watcher::Event::InitApply(object) => listing.push(object),
+                    watcher::Event::InitDone => {
+                        kind.replace(&mut write(), &listing);
+                        listing = Vec::new();
+                        if std::mem::take(&mut first_list)
+                            && listed.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
+                                == kinds.len()
+                        {
+                            synced_tx.send_replace(true);
+                        }
+                    }
+                    watcher::Event::Apply(object) => kind.apply(&mut write(), &object),
+                    watcher::Event::Delete(object) => kind.delete(&mut write(), &object),
                 }
             }
         });
     }
+    // Keep the sender alive so that the flag stays readable.
     tokio::spawn(async move {
-        for store in &ready {
-            let _ = store.wait_until_ready().await;
-        }
-        let _ = synced_tx.send(true);
-        // Keep the sender alive so that the flag stays readable.
+        let _keep = synced_tx;
         std::future::pending::<()>().await;
     });
     SharedCatalog { inner, synced }
-}
-
-fn refresh(catalog: &RwLock<Catalog>, kind: &str, store: &Store<DynamicObject>) {
-    let objects = store.state();
-    let mut catalog = catalog.write().unwrap_or_else(|e| e.into_inner());
-    match kind {
-        "APIServiceExport" => catalog.set_exports(objects.iter().filter_map(|o| export_record(o))),
-        "BoundSchema" => catalog.set_schemas(objects.iter().filter_map(|o| schema_record(o))),
-        _ => catalog.set_namespaces(objects.iter().filter_map(|o| namespace_record(o))),
-    }
 }
 
 fn namespace_and_name(object: &DynamicObject) -> Option<(String, String)> {
@@ -168,8 +231,9 @@ pub fn export_record(object: &DynamicObject) -> Option<ExportRecord> {
 }
 
 pub fn schema_record(object: &DynamicObject) -> Option<SchemaRecord> {
+    static SPECS: std::sync::LazyLock<Specs> = std::sync::LazyLock::new(Specs::default);
     let (namespace, name) = namespace_and_name(object)?;
-    let spec = serde_json::from_value(object.data.get("spec")?.clone()).ok()?;
+    let spec = SPECS.get(object.data.get("spec")?)?;
     Some(SchemaRecord {
         namespace,
         name,

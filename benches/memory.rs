@@ -1,0 +1,339 @@
+//! bindery's memory per bound consumer: one `bindery serve` of its own (its
+//! resident set read from /proc) against the test fixture's real provider,
+//! with 1,000 consumers × 10 bound resources. Each consumer has one export
+//! of the 10 resources, creates one object in each through bindery and lists
+//! each from the watch cache, over its own connection, which it keeps open
+//! (as an app cluster's aggregator does). Prints the resident set before,
+//! after the catalog holds every consumer, after the traffic, and the peak,
+//! and the peak's growth per consumer. `cargo bench --bench memory` runs the
+//! full size; `cargo test` runs it with 10 consumers as a smoke test.
+//! Results and the command are recorded in `benches/RESULTS.md`.
+
+#[allow(dead_code)]
+#[path = "../tests/e2e/fixture.rs"]
+mod fixture;
+
+use fixture::clusters;
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::ApiResource;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const GROUP: &str = "memory.bindery.dev";
+const RESOURCES: usize = 10;
+/// Requests in flight while setting up.
+const PARALLEL: usize = 16;
+
+fn plural(r: usize) -> String {
+    format!("things{r}")
+}
+
+/// The spec of CRD `r` (also each BoundSchema's, as the controllers copy it).
+fn crd_spec(r: usize) -> Value {
+    json!({
+        "group": GROUP,
+        "names": {"plural": plural(r), "singular": format!("thing{r}"),
+            "kind": format!("Thing{r}"), "listKind": format!("Thing{r}List")},
+        "scope": "Namespaced",
+        "versions": [{"name": "v1", "served": true, "storage": true,
+            "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}],
+    })
+}
+
+/// A `bindery serve` of its own, whose memory is measured.
+struct Measured {
+    child: Child,
+    url: String,
+}
+
+impl Measured {
+    fn start(pki: &std::path::Path) -> Self {
+        // `BINDERY_BENCH_WRAP` runs bindery under a profiler (heaptrack, say).
+        let wrap = std::env::var("BINDERY_BENCH_WRAP").unwrap_or_default();
+        let mut command: Vec<String> = wrap.split_whitespace().map(str::to_string).collect();
+        command.push(env!("CARGO_BIN_EXE_bindery").to_string());
+        let mut child = Command::new(&command[0])
+            .args(&command[1..])
+            .args(["serve", "--controllers=false", "--listen", "127.0.0.1:0"])
+            .arg("--provider-kubeconfig")
+            .arg(&clusters().provider.kubeconfig)
+            .arg("--pki")
+            .arg(pki)
+            .env("RUST_LOG", "error")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("bindery starts");
+        // A profiler may print first.
+        let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+        let url = lines
+            .find_map(|line| {
+                let line = line.ok()?;
+                Some(
+                    line.strip_prefix("bindery listening on ")?
+                        .trim()
+                        .to_string(),
+                )
+            })
+            .expect("bindery prints its address");
+        Self { child, url }
+    }
+
+    /// `VmRSS` and `VmHWM` (peak) in KiB.
+    fn memory(&self) -> (u64, u64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("bindery's /proc status");
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                .unwrap_or(0)
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+}
+
+impl Drop for Measured {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn apply(
+    client: &kube::Client,
+    resource: &ApiResource,
+    namespace: Option<&str>,
+    object: Value,
+) {
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
+        None => Api::all_with(client.clone(), resource),
+    };
+    let name = object["metadata"]["name"]
+        .as_str()
+        .expect("a name")
+        .to_string();
+    let object: DynamicObject = serde_json::from_value(object).expect("an object");
+    api.patch(
+        &name,
+        &PatchParams::apply("bindery-bench").force(),
+        &Patch::Apply(&object),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("applying {name}: {e}"));
+}
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk(group, version, kind),
+        plural,
+    )
+}
+
+/// Consumer `id`'s provider objects, as the controllers would make them: the
+/// cluster namespace, a BoundSchema per resource, the identity Secret and
+/// one export of every resource with its identity hash.
+async fn set_up(provider: &kube::Client, id: &str) {
+    let namespace = format!("kube-bind-{id}");
+    apply(
+        provider,
+        &resource("", "v1", "Namespace", "namespaces"),
+        None,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+    )
+    .await;
+    let schemas = resource("kube-bind.io", "v1alpha2", "BoundSchema", "boundschemas");
+    for r in 0..RESOURCES {
+        let mut spec = crd_spec(r);
+        spec["informerScope"] = "Namespaced".into();
+        apply(
+            provider,
+            &schemas,
+            Some(&namespace),
+            json!({
+                "apiVersion": "kube-bind.io/v1alpha2", "kind": "BoundSchema",
+                "metadata": {"name": format!("{}.{GROUP}", plural(r))}, "spec": spec,
+            }),
+        )
+        .await;
+    }
+    let key = format!("{id}/things/{}", std::process::id());
+    apply(
+        provider,
+        &resource("", "v1", "Secret", "secrets"),
+        Some(&namespace),
+        json!({
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "things-identity"},
+            "stringData": {"key": key},
+        }),
+    )
+    .await;
+    let exports = resource(
+        "kube-bind.io",
+        "v1alpha2",
+        "APIServiceExport",
+        "apiserviceexports",
+    );
+    let resources: Vec<Value> = (0..RESOURCES)
+        .map(|r| json!({"group": GROUP, "resource": plural(r), "versions": ["v1"]}))
+        .collect();
+    apply(provider, &exports, Some(&namespace), json!({
+        "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExport",
+        "metadata": {"name": "things"},
+        "spec": {"resources": resources, "informerScope": "Namespaced", "isolation": "Prefixed"},
+    })).await;
+    let identity = bindery::translate::IdentityHash::of_secret(key.as_bytes());
+    let api: Api<DynamicObject> = Api::namespaced_with(provider.clone(), &namespace, &exports);
+    api.patch_status(
+        "things",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"identityHash": identity.as_str()}})),
+    )
+    .await
+    .expect("the export's identity hash");
+}
+
+/// A client of consumer `id` on the measured bindery.
+async fn consumer_client(bindery: &Measured, pki: &std::path::Path, id: &str) -> kube::Client {
+    let output = Command::new(env!("CARGO_BIN_EXE_bindery"))
+        .args([
+            "consumer-kubeconfig",
+            "--consumer",
+            id,
+            "--server",
+            &bindery.url,
+            "--pki",
+        ])
+        .arg(pki)
+        .output()
+        .expect("bindery consumer-kubeconfig runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&String::from_utf8_lossy(&output.stdout))
+        .expect("a kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("a consumer config");
+    kube::Client::try_from(config).expect("a consumer client")
+}
+
+/// Creates one object in each resource through bindery (waiting until the
+/// catalog serves the consumer), then lists each at any version.
+async fn traffic(client: &kube::Client) {
+    for r in 0..RESOURCES {
+        let things = resource(GROUP, "v1", &format!("Thing{r}"), &plural(r));
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &things);
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": format!("{GROUP}/v1"), "kind": format!("Thing{r}"),
+            "metadata": {"name": "one"}, "spec": {"size": "small"},
+        }))
+        .expect("a thing");
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            match api.create(&PostParams::default(), &object).await {
+                Ok(_) => break,
+                Err(kube::Error::Api(status)) if status.code == 409 => break,
+                Err(e) => {
+                    assert!(Instant::now() < deadline, "creating a Thing{r}: {e}");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        }
+    }
+    for r in 0..RESOURCES {
+        let request = http::Request::builder()
+            .uri(format!(
+                "/apis/{GROUP}/v1/namespaces/default/{}?resourceVersion=0",
+                plural(r)
+            ))
+            .body(Vec::new())
+            .expect("a request");
+        let list: Value = client.request(request).await.expect("a cached list");
+        assert_eq!(list["items"].as_array().map(Vec::len), Some(1), "{list}");
+    }
+}
+
+fn main() {
+    let benching = std::env::args().any(|a| a == "--bench");
+    let consumers = std::env::var("BINDERY_BENCH_CONSUMERS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(if benching { 1000 } else { 10 });
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let pki = clusters()
+        .provider
+        .pki
+        .dir
+        .parent()
+        .expect("the pki dir has a parent")
+        .to_path_buf();
+    // kube-bind's CRDs, which bindery serves from.
+    let crds = fixture::repo_root().join("deploy/crds");
+    clusters()
+        .provider
+        .kubectl(&["apply", "-f", &crds.to_string_lossy()]);
+    clusters().provider.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "-f",
+        &crds.to_string_lossy(),
+    ]);
+    runtime.block_on(async {
+        let provider = clusters().provider.client().await;
+        let crds = resource("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions");
+        for r in 0..RESOURCES {
+            apply(&provider, &crds, None, json!({
+                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": format!("{}.{GROUP}", plural(r))}, "spec": crd_spec(r),
+            }))
+            .await;
+        }
+        for r in 0..RESOURCES {
+            clusters().provider.kubectl(&[
+                "wait", "--for=condition=Established", "--timeout=60s",
+                &format!("crd/{}.{GROUP}", plural(r)),
+            ]);
+        }
+        let bindery = Measured::start(&pki);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (before, _) = bindery.memory();
+        let ids: Vec<String> = (0..consumers)
+            .map(|i| format!("mem{}-{i}", std::process::id()))
+            .collect();
+        let started = Instant::now();
+        futures::stream::iter(&ids)
+            .for_each_concurrent(PARALLEL, |id| set_up(&provider, id))
+            .await;
+        let clients: Vec<kube::Client> = futures::stream::iter(&ids)
+            .then(|id| consumer_client(&bindery, &pki, id))
+            .collect()
+            .await;
+        let (set_up_rss, _) = bindery.memory();
+        println!(
+            "memory: {consumers} consumers set up in {:?}; RSS {set_up_rss} KiB",
+            started.elapsed()
+        );
+        let started = Instant::now();
+        futures::stream::iter(&clients)
+            .for_each_concurrent(PARALLEL, traffic)
+            .await;
+        println!("memory: traffic took {:?}", started.elapsed());
+        let (after, peak) = bindery.memory();
+        let growth = peak.saturating_sub(before);
+        println!(
+            "memory: {consumers} consumers x {RESOURCES} resources: RSS {before} KiB before, {after} KiB after, peak {peak} KiB; \
+             peak growth {:.1} KiB per consumer (target: <= 50 KiB)",
+            growth as f64 / consumers as f64
+        );
+        drop(clients);
+    });
+}

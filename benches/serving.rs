@@ -16,21 +16,13 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use fixture::clusters;
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{
-    Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent,
-    WatchParams,
+    Api, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use support::widgets;
 
 const OBJECTS: usize = 200;
-
-fn widgets(client: kube::Client, namespace: &str) -> Api<DynamicObject> {
-    let resource = ApiResource::from_gvk_with_plural(
-        &kube::api::GroupVersionKind::gvk("conformance.bindery.dev", "v1", "Widget"),
-        "widgets",
-    );
-    Api::namespaced_with(client, namespace, &resource)
-}
 
 fn serving(c: &mut Criterion) {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");

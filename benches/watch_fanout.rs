@@ -18,21 +18,13 @@ mod support;
 use fixture::clusters;
 use futures::TryStreamExt;
 use kube::api::{
-    Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent,
-    WatchParams,
+    Api, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
 use std::time::{Duration, Instant};
+use support::widgets;
 use tokio::sync::mpsc;
 
 const OBJECT: &str = "fanout-probe";
-
-fn widgets(client: kube::Client, namespace: &str) -> Api<DynamicObject> {
-    let resource = ApiResource::from_gvk_with_plural(
-        &kube::api::GroupVersionKind::gvk("conformance.bindery.dev", "v1", "Widget"),
-        "widgets",
-    );
-    Api::namespaced_with(client, namespace, &resource)
-}
 
 fn main() {
     let benching = std::env::args().any(|a| a == "--bench");

@@ -3,6 +3,7 @@
 //! as `crate::fixture` and `crate::bindery`).
 
 use crate::{bindery, fixture};
+use kube::api::{Api, ApiResource, DynamicObject};
 
 /// The provider CRD both benchmarks read.
 pub const CRD: &str = "widgets.conformance.bindery.dev";
@@ -25,4 +26,14 @@ pub fn widgets_consumer(id: &str) -> bindery::Consumer {
         &format!("crd/{CRD}"),
     ]);
     bindery::bindery().consumer(id, CRD, "widgets")
+}
+
+/// The Widgets of `namespace`, read with `client`.
+#[allow(dead_code)] // list_10k reads raw bytes instead
+pub fn widgets(client: kube::Client, namespace: &str) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("conformance.bindery.dev", "v1", "Widget"),
+        "widgets",
+    );
+    Api::namespaced_with(client, namespace, &resource)
 }

@@ -181,11 +181,6 @@ impl CachedUpstream {
         );
         Some(response)
     }
-
-    /// How many client watches the cache feeds, over all resources.
-    pub fn watchers(&self) -> usize {
-        self.resources.iter().map(|r| r.value().watchers()).sum()
-    }
 }
 
 impl CachedUpstream {

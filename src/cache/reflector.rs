@@ -74,14 +74,6 @@ impl Reflected {
         (waiting, version)
     }
 
-    /// How many watchers are attached.
-    pub fn watchers(&self) -> usize {
-        self.subscribers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len()
-    }
-
     /// Waits until the store has reached `version` (0: until it is listed),
     /// at most `patience`. Whether it did.
     pub async fn reached(&self, version: u64, patience: Duration) -> bool {

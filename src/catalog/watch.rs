@@ -123,7 +123,7 @@ pub fn start(client: kube::Client, prefix: &str) -> SharedCatalog {
     let (synced_tx, synced) = signal::channel(false);
     let listed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let kinds = [Kind::Export, Kind::Schema, Kind::Namespace];
-    // Synced once every kind has listed once.
+    // Synced once every kind has listed once; the watch tasks share the sender.
     let synced_tx = Arc::new(synced_tx);
     for kind in kinds {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &kind.api_resource());
@@ -162,11 +162,7 @@ pub fn start(client: kube::Client, prefix: &str) -> SharedCatalog {
             }
         });
     }
-    // Keep the sender alive so that the flag stays readable.
-    tokio::spawn(async move {
-        let _keep = synced_tx;
-        std::future::pending::<()>().await;
-    });
+    // The watch tasks never end, so their senders keep the flag readable.
     SharedCatalog { inner, synced }
 }
 

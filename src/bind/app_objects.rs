@@ -82,7 +82,7 @@ pub fn account() -> Vec<Value> {
                 {"apiGroups": [""], "resources": ["namespaces"],
                     "resourceNames": ["kube-system"], "verbs": ["get"]},
                 {"apiGroups": ["apiregistration.k8s.io"], "resources": ["apiservices"],
-                    "verbs": ["get", "list"]},
+                    "verbs": ["get", "list", "watch"]},
             ],
         }),
         cluster_role_binding(ROLE, ROLE),

@@ -1,8 +1,9 @@
 //! The app clusters the controllers can reach, through the `app-cluster`
 //! Secrets of `crate::app_cluster`: a client per cluster namespace (cached
 //! by the Secret's resourceVersion), and a watch on each app cluster's
-//! APIServiceBindings, so that a binding change reconciles its export at
-//! once.
+//! APIServiceBindings and the APIServices bind registered for them, so that
+//! a binding change, or a change of the aggregator's verdict on its
+//! APIServices, reconciles its export at once.
 
 use crate::api::APIServiceBinding;
 use dashmap::DashMap;
@@ -154,32 +155,50 @@ async fn watch_one(
     cluster_namespace: String,
     changes: mpsc::UnboundedSender<BindingChanged>,
 ) {
-    let bindings: Api<APIServiceBinding> = Api::all(app);
+    use crate::bind::app_objects::{BINDING_LABEL, api_service_resource};
+    use kube::api::DynamicObject;
     // Deletions count too: a binding that is gone disconnects its export.
-    let mut events = watcher(bindings, watcher::Config::default())
-        .default_backoff()
-        .boxed();
+    let bindings = watcher(
+        Api::<APIServiceBinding>::all(app.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .map(|event| event.map(|e| touched(e, |binding| Some(binding.name_any()))));
+    // The APIServices bind registered for a binding: the aggregator's
+    // verdict on them is the binding's SchemaInSync, so a change of their
+    // availability must reach the export at once, not at the next requeue.
+    let api_services = watcher(
+        Api::<DynamicObject>::all_with(app, &api_service_resource()),
+        watcher::Config::default().labels(BINDING_LABEL),
+    )
+    .default_backoff()
+    .map(|event| event.map(|e| touched(e, |service| service.labels().get(BINDING_LABEL).cloned())));
+    let mut events = futures::stream::select(bindings.boxed(), api_services.boxed());
     while let Some(event) = events.next().await {
-        let touched: Vec<APIServiceBinding> = match event {
-            Ok(
-                watcher::Event::Apply(b) | watcher::Event::Delete(b) | watcher::Event::InitApply(b),
-            ) => {
-                vec![b]
-            }
-            Ok(_) => Vec::new(),
+        let touched = match event {
+            Ok(Some(name)) => name,
+            Ok(None) => continue,
             Err(error) => {
                 tracing::debug!(%error, %cluster_namespace, "watching an app cluster's bindings");
-                Vec::new()
+                continue;
             }
         };
-        for binding in touched {
-            let changed = BindingChanged {
-                cluster_namespace: cluster_namespace.clone(),
-                binding: binding.name_any(),
-            };
-            if changes.send(changed).is_err() {
-                return;
-            }
+        let changed = BindingChanged {
+            cluster_namespace: cluster_namespace.clone(),
+            binding: touched,
+        };
+        if changes.send(changed).is_err() {
+            return;
         }
+    }
+}
+
+/// The binding an event of one watched object concerns, named by `binding`.
+fn touched<K>(event: watcher::Event<K>, binding: impl Fn(&K) -> Option<String>) -> Option<String> {
+    match event {
+        watcher::Event::Apply(o) | watcher::Event::Delete(o) | watcher::Event::InitApply(o) => {
+            binding(&o)
+        }
+        _ => None,
     }
 }

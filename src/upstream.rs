@@ -52,12 +52,23 @@ pub trait Upstream: Send + Sync {
 #[derive(Clone, Copy, Debug)]
 pub struct CacheAsked;
 
+/// A request extension on a list across namespaces: its label selector
+/// ends with this one, which bindery added to narrow the list to one
+/// consumer's objects. The caller did not ask for it, so it bounds the list
+/// (what "more objects follow" and `remainingItemCount` count) rather than
+/// selecting in it, as in the consumer's own cluster.
+#[derive(Clone, Debug)]
+pub struct IdentityScope(pub String);
+
 /// How one consumer sees the objects of one resource: `item` turns a
 /// provider object's JSON into the consumer's (`None`: not the consumer's).
 /// Equal `key`s translate alike, so their results may be reused.
+/// `continue_token` turns the provider's continue token into the one the
+/// consumer is given.
 pub struct Translation {
     pub key: u64,
     pub item: ItemTranslator,
+    pub continue_token: Box<dyn Fn(&str) -> String + Send + Sync>,
 }
 
 /// A provider object's JSON into a consumer's (`None`: not the consumer's).

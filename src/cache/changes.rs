@@ -4,10 +4,10 @@
 //! exactly as kube-apiserver's watch cache turns its changes into events.
 //! Event lines are joined from the objects' shared bytes. Pure.
 
-use super::query::CacheableList;
+use super::query::Selection;
 use super::store::Stored;
 use bytes::Bytes;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 /// What happened to an object.
@@ -31,11 +31,14 @@ pub struct Change {
 
 /// The most recent changes, oldest first: every change newer than `oldest`
 /// is here, so a watch from any version not older than `oldest` misses
-/// nothing.
+/// nothing. From `exact_from` on they are every change one by one, so the
+/// store's state at any such version can be told (a relist folds the
+/// changes it missed into one per object).
 #[derive(Debug)]
 pub struct Window {
     changes: VecDeque<Arc<Change>>,
     oldest: u64,
+    exact_from: u64,
     capacity: usize,
 }
 
@@ -45,8 +48,35 @@ impl Window {
         Self {
             changes: VecDeque::new(),
             oldest: version,
+            exact_from: version,
             capacity: capacity.max(1),
         }
+    }
+
+    /// The store was listed afresh at `version`: states before it can no
+    /// longer be told exactly.
+    pub fn relisted(&mut self, version: u64) {
+        self.exact_from = self.exact_from.max(version);
+    }
+
+    /// How the store's state at `version` differs from its state now: each
+    /// object changed since, with what it was then (`None`: it did not
+    /// exist). `None` when the window no longer tells every change since
+    /// `version`.
+    pub fn reverted_to(&self, version: u64) -> Option<BTreeMap<String, Option<Arc<Stored>>>> {
+        if version < self.oldest.max(self.exact_from) {
+            return None;
+        }
+        let mut then = BTreeMap::new();
+        // Newest first, so that the oldest change after `version` tells
+        // what the object was at `version`.
+        for change in self.changes.iter().rev() {
+            if change.version <= version {
+                break;
+            }
+            then.insert(change.object.key(), change.previous.clone());
+        }
+        Some(then)
     }
 
     pub fn push(&mut self, change: Arc<Change>) {
@@ -85,7 +115,7 @@ pub enum Seen<'a> {
 }
 
 /// How a watcher selecting `selection` sees `change`, if at all.
-pub fn seen_by<'a>(change: &'a Change, selection: &CacheableList) -> Option<Seen<'a>> {
+pub fn seen_by<'a>(change: &'a Change, selection: &Selection) -> Option<Seen<'a>> {
     let passes =
         |stored: &Stored| selection.selects(&stored.namespace, &stored.name, &stored.labels);
     let now = change.kind != ChangeKind::Deleted && passes(&change.object);
@@ -184,12 +214,8 @@ mod tests {
         }
     }
 
-    fn selecting(selector: &str) -> CacheableList {
-        CacheableList::of_query(&[
-            ("resourceVersion".into(), "0".into()),
-            ("labelSelector".into(), selector.into()),
-        ])
-        .unwrap()
+    fn selecting(selector: &str) -> Selection {
+        Selection::of(Some(selector), None).unwrap()
     }
 
     fn seen(change: &Change, selector: &str) -> Option<(String, Value)> {

@@ -17,12 +17,12 @@ pub mod store;
 pub mod subscribers;
 pub mod watcher;
 
-use crate::upstream::{BoxBody, BoxError, CacheAsked, Translation, Upstream};
+use crate::upstream::{BoxBody, BoxError, CacheAsked, IdentityScope, Translation, Upstream};
 use bytes::Bytes;
 use dashmap::DashMap;
 use http::header::{ACCEPT, CONTENT_TYPE};
 use http_body_util::{BodyExt, Full};
-use query::{CacheableList, CacheableWatch, WatchStart};
+use query::{CacheableList, CacheableWatch, ListAt, WatchStart};
 use reflector::Reflected;
 use std::future::Future;
 use std::pin::Pin;
@@ -88,19 +88,40 @@ impl CachedUpstream {
         }
         let (collection, namespace, list) = cacheable(request)?;
         let reflected = self.reflected(&collection);
-        if !reflected
-            .reached(list.not_older_than.max(self.written(&collection)), PATIENCE)
-            .await
-        {
+        let wanted = match list.at {
+            ListAt::NotOlderThan(version) => version.max(self.written(&collection)),
+            ListAt::Exact(version) => version,
+        };
+        if !reflected.reached(wanted, PATIENCE).await {
             return None;
         }
         let translation = translation.map(|make| make());
-        reflected.read(|store| match &translation {
-            Some(translation) => {
-                store.translated_list_body(namespace.as_deref(), &list, translation)
-            }
-            None => store.list_body(namespace.as_deref(), &list),
-        })
+        let namespace = namespace.as_deref();
+        reflected
+            .read(|store, window| {
+                let page = match list.at {
+                    ListAt::NotOlderThan(_) => {
+                        store.page(namespace, &list, store.resource_version(), None)
+                    }
+                    // The provider answers versions the window no longer
+                    // tells (kube-apiserver's own cache then asks etcd).
+                    ListAt::Exact(version) => {
+                        let then = window.reverted_to(version)?;
+                        store.page(namespace, &list, version, Some(&then))
+                    }
+                };
+                Some(match &translation {
+                    Some(translation) => store.list_body(
+                        &page,
+                        |stored| stored.translated(translation),
+                        &translation.continue_token,
+                    ),
+                    None => {
+                        store.list_body(&page, |stored| Some(stored.bytes.clone()), str::to_string)
+                    }
+                })
+            })
+            .flatten()
     }
 
     /// The newest version a write through bindery answered with.
@@ -123,10 +144,7 @@ impl CachedUpstream {
         let (collection, namespace, watch) = cacheable_watch(request)?;
         let reflected = self.reflected(&collection);
         let wanted = match watch.start {
-            WatchStart::State => watch
-                .selection
-                .not_older_than
-                .max(self.written(&collection)),
+            WatchStart::State => watch.not_older_than.max(self.written(&collection)),
             WatchStart::After(version) => version,
         };
         if !reflected.reached(wanted, PATIENCE).await {
@@ -260,7 +278,9 @@ type Query = Vec<(String, String)>;
 /// namespace asked for, and the filter.
 fn cacheable(request: &http::Request<Bytes>) -> Option<(String, Option<String>, CacheableList)> {
     let (collection, namespace, query) = collection_read(request)?;
-    Some((collection, namespace, CacheableList::of_query(&query)?))
+    let scope = request.extensions().get::<IdentityScope>();
+    let list = CacheableList::of_scoped_query(&query, scope.map(|s| s.0.as_str()))?;
+    Some((collection, namespace, list))
 }
 
 /// A WATCH the cache may answer, like [`cacheable`].

@@ -1,23 +1,55 @@
 //! Which provider LIST and WATCH requests the watch cache may answer, and
-//! with what filter. Only what it can answer exactly as kube-apiserver
-//! would: a `resourceVersion=0` ("any") or `NotOlderThan` list, whole (no
-//! limit or continue); a watch from `0`, from a given version, or a
-//! watch-list (`sendInitialEvents`) not older than a version; with label
-//! selectors it parses and field selectors on
-//! `metadata.name`/`metadata.namespace`. Anything else, including every
-//! malformed selector and every consistent (unversioned) read, goes to the
-//! provider, which gives the exact answer or error. Pure.
+//! with what filter, following kube-apiserver's own rules for serving from
+//! its watch cache (`k8s.io/apiserver` v1.34, `cacher/delegator.go` and
+//! `watch_cache.go`):
+//! - lists at `resourceVersion=0` (the newest state, any `limit` ignored),
+//!   not older than a version (`NotOlderThan`, or a version with no match and
+//!   no limit), exactly at a version (`Exact`, or a version with a limit),
+//!   and the pages after a continue token (exactly at the token's version);
+//! - watches from `0`, from a given version, and watch-lists
+//!   (`sendInitialEvents`) not older than a version;
+//! - with label selectors it parses and field selectors on
+//!   `metadata.name`/`metadata.namespace`.
+//!
+//! Anything else, including every malformed selector, token or version and
+//! every consistent (unversioned) read, goes to the provider, which gives the
+//! exact answer or error. Continue tokens are kube-apiserver's own format, so
+//! that a page the cache cannot serve any more can be asked of the provider
+//! with the same token. Pure.
 
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use kube::core::{Expression, Selector, SelectorExt};
 use std::collections::{BTreeMap, BTreeSet};
+
+/// What a list or watch selects: labels and metadata fields.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Selection {
+    pub labels: Selector,
+    pub fields: Vec<FieldTerm>,
+}
 
 /// A list the cache can answer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CacheableList {
-    /// The store must be at least this new (0: any).
-    pub not_older_than: u64,
-    pub labels: Selector,
-    pub fields: Vec<FieldTerm>,
+    pub at: ListAt,
+    /// What every object of the list must carry, before anything is
+    /// selected: the consumer's identity labels on a list across namespaces.
+    pub scope: Selector,
+    pub selection: Selection,
+    /// At most this many items, then a continue token.
+    pub limit: Option<u64>,
+    /// The page begins at this object key (see [`ContinueToken`]).
+    pub start: Option<String>,
+}
+
+/// Which state of the resource a list shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListAt {
+    /// The newest the cache has, once it is at least this new (0: any).
+    NotOlderThan(u64),
+    /// The state exactly at this version.
+    Exact(u64),
 }
 
 /// One `metadata.name` or `metadata.namespace` requirement.
@@ -38,8 +70,9 @@ pub enum MetadataField {
 #[derive(Clone, Debug, PartialEq)]
 pub struct CacheableWatch {
     pub start: WatchStart,
-    /// What the watcher selects (`not_older_than`: for the initial state).
-    pub selection: CacheableList,
+    pub selection: Selection,
+    /// The initial state must be at least this new (0: any).
+    pub not_older_than: u64,
     pub bookmarks: bool,
     /// A watch-list: the initial events end with a marked bookmark.
     pub initial_events_end: bool,
@@ -50,8 +83,8 @@ pub struct CacheableWatch {
 /// Where a watch begins.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WatchStart {
-    /// With the current state as ADDED events (not older than the
-    /// selection's `not_older_than`).
+    /// With the current state as ADDED events (not older than
+    /// `not_older_than`).
     State,
     /// With the changes after this resourceVersion.
     After(u64),
@@ -90,11 +123,8 @@ impl CacheableWatch {
         };
         Some(Self {
             start,
-            selection: CacheableList {
-                not_older_than,
-                labels: parse_label_selector(get("labelSelector").unwrap_or(""))?,
-                fields: parse_field_selector(get("fieldSelector").unwrap_or(""))?,
-            },
+            selection: Selection::of(get("labelSelector"), get("fieldSelector"))?,
+            not_older_than,
             bookmarks,
             initial_events_end,
             timeout_seconds,
@@ -143,23 +173,71 @@ fn known_values<'q>(
 impl CacheableList {
     /// Reads a decoded query; `None` when the cache must not answer it.
     pub fn of_query(query: &[(String, String)]) -> Option<Self> {
-        let get = known_values(query, &[])?;
-        let version = get("resourceVersion")?;
-        let not_older_than = match (version, get("resourceVersionMatch")) {
-            ("0", None | Some("NotOlderThan")) => 0,
-            (version, Some("NotOlderThan")) => version.parse().ok()?,
-            _ => return None,
+        Self::of_scoped_query(query, None)
+    }
+
+    /// [`Self::of_query`] for a query whose label selector ends with
+    /// `scope` (see [`crate::upstream::IdentityScope`]): those requirements
+    /// bound the list instead of selecting in it.
+    pub fn of_scoped_query(query: &[(String, String)], scope: Option<&str>) -> Option<Self> {
+        let get = known_values(query, &["limit", "continue"])?;
+        let labels = get("labelSelector").unwrap_or("");
+        let (labels, scope) = match scope {
+            Some(scope) if labels == scope => ("", scope),
+            Some(scope) => match labels.strip_suffix(scope).and_then(|l| l.strip_suffix(',')) {
+                Some(selected) => (selected, scope),
+                None => (labels, ""),
+            },
+            None => (labels, ""),
         };
-        let labels = parse_label_selector(get("labelSelector").unwrap_or(""))?;
-        let fields = parse_field_selector(get("fieldSelector").unwrap_or(""))?;
+        let limit = match get("limit") {
+            None | Some("0") => None,
+            Some(limit) => Some(positive(limit)?),
+        };
+        let version = get("resourceVersion").unwrap_or("");
+        let matching = get("resourceVersionMatch");
+        let (at, limit, start) = match (get("continue"), version, matching) {
+            // A continue token carries the version of its first page; with a
+            // version or a match kube-apiserver refuses it.
+            (Some(token), "", None) => {
+                let token = ContinueToken::decode(token)?;
+                (ListAt::Exact(token.version), limit, Some(token.start))
+            }
+            (Some(_), _, _) => return None,
+            // Consistent: only the provider knows its newest version.
+            (None, "", _) => return None,
+            // The newest state, whole: kube-apiserver ignores the limit.
+            (None, "0", None | Some("NotOlderThan")) => (ListAt::NotOlderThan(0), None, None),
+            (None, version, None) if limit.is_some() => {
+                (ListAt::Exact(positive(version)?), limit, None)
+            }
+            (None, version, None | Some("NotOlderThan")) => {
+                (ListAt::NotOlderThan(positive(version)?), limit, None)
+            }
+            (None, version, Some("Exact")) => (ListAt::Exact(positive(version)?), limit, None),
+            (None, _, Some(_)) => return None,
+        };
         Some(Self {
-            not_older_than,
-            labels,
-            fields,
+            at,
+            scope: parse_label_selector(scope)?,
+            selection: Selection::of(Some(labels), get("fieldSelector"))?,
+            limit,
+            start,
+        })
+    }
+}
+
+impl Selection {
+    /// The selection of a query's `labelSelector` and `fieldSelector`, or
+    /// `None` when either is not sure to parse as kube-apiserver's.
+    pub fn of(labels: Option<&str>, fields: Option<&str>) -> Option<Self> {
+        Some(Self {
+            labels: parse_label_selector(labels.unwrap_or(""))?,
+            fields: parse_field_selector(fields.unwrap_or(""))?,
         })
     }
 
-    /// Whether an object with these coordinates and labels is listed.
+    /// Whether an object with these coordinates and labels is selected.
     pub fn selects(&self, namespace: &str, name: &str, labels: &BTreeMap<String, String>) -> bool {
         self.labels.matches(labels)
             && self.fields.iter().all(|term| {
@@ -169,6 +247,63 @@ impl CacheableList {
                 };
                 (actual == term.value) == term.equal
             })
+    }
+
+    /// Whether it selects everything (kube-apiserver then tells a page's
+    /// `remainingItemCount`).
+    pub fn is_everything(&self) -> bool {
+        self.labels.selects_all() && self.fields.is_empty()
+    }
+}
+
+/// kube-apiserver's continue token (`k8s.io/apiserver/pkg/storage`,
+/// `continue.go`): raw URL-safe base64 of
+/// `{"v":"meta.k8s.io/v1","rv":<version>,"start":<key>}`, where `start` is
+/// the key the next page begins at, relative to the list's key prefix:
+/// `/<name>\0` in a namespace or for a cluster-scoped resource,
+/// `/<namespace>/<name>\0` across namespaces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContinueToken {
+    pub version: u64,
+    pub start: String,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct TokenWire {
+    v: String,
+    rv: i64,
+    start: String,
+}
+
+impl ContinueToken {
+    /// A token kube-apiserver would accept and read alike; `None` for any
+    /// other (the provider then gives its error), and for a negative version
+    /// (an inconsistent continuation, which is a consistent read).
+    pub fn decode(token: &str) -> Option<Self> {
+        let bytes = URL_SAFE_NO_PAD.decode(token).ok()?;
+        let wire: TokenWire = serde_json::from_slice(&bytes).ok()?;
+        let version = u64::try_from(wire.rv).ok().filter(|v| *v > 0)?;
+        // kube-apiserver cleans the key as a path and refuses one that
+        // changes; this accepts only keys no cleaning would change.
+        let key = wire.start.strip_prefix('/').unwrap_or(&wire.start);
+        let clean = !key.is_empty()
+            && key
+                .split('/')
+                .all(|segment| !segment.is_empty() && segment != "." && segment != "..");
+        (wire.v == "meta.k8s.io/v1" && clean).then(|| Self {
+            version,
+            start: key.to_string(),
+        })
+    }
+
+    /// The token for a page after `last_key` (relative, as [`Self::start`]).
+    pub fn after(version: u64, last_key: &str) -> String {
+        let wire = TokenWire {
+            v: "meta.k8s.io/v1".into(),
+            rv: i64::try_from(version).unwrap_or(i64::MAX),
+            start: format!("/{last_key}\0"),
+        };
+        URL_SAFE_NO_PAD.encode(serde_json::to_vec(&wire).unwrap_or_default())
     }
 }
 
@@ -330,34 +465,163 @@ mod tests {
             .collect()
     }
 
+    /// What a list query asks of the cache: (version, limit, start).
+    fn asked(pairs: &[(&str, &str)]) -> Option<(ListAt, Option<u64>, Option<String>)> {
+        CacheableList::of_query(&query(pairs)).map(|list| (list.at, list.limit, list.start))
+    }
+
     #[test]
-    fn only_any_and_not_older_than_lists_are_cacheable() {
-        assert!(CacheableList::of_query(&query(&[("resourceVersion", "0")])).is_some());
-        let newer = CacheableList::of_query(&query(&[
-            ("resourceVersion", "42"),
-            ("resourceVersionMatch", "NotOlderThan"),
-        ]))
-        .unwrap();
-        assert_eq!(newer.not_older_than, 42);
+    fn lists_are_read_by_kube_apiservers_version_rules() {
+        use ListAt::*;
+        let token = ContinueToken::after(77, "ns/w-1");
+        let cases = [
+            // The newest state, whole, whatever the limit.
+            (
+                &[("resourceVersion", "0")][..],
+                (NotOlderThan(0), None, None),
+            ),
+            (
+                &[("resourceVersion", "0"), ("limit", "10")][..],
+                (NotOlderThan(0), None, None),
+            ),
+            (
+                &[
+                    ("resourceVersion", "0"),
+                    ("resourceVersionMatch", "NotOlderThan"),
+                    ("limit", "3"),
+                ][..],
+                (NotOlderThan(0), None, None),
+            ),
+            (
+                &[
+                    ("resourceVersion", "42"),
+                    ("resourceVersionMatch", "NotOlderThan"),
+                ][..],
+                (NotOlderThan(42), None, None),
+            ),
+            (
+                &[
+                    ("resourceVersion", "42"),
+                    ("resourceVersionMatch", "NotOlderThan"),
+                    ("limit", "5"),
+                ][..],
+                (NotOlderThan(42), Some(5), None),
+            ),
+            // A version without a match: not older than it, or, with a
+            // limit, exactly it (kube-apiserver's legacy rule).
+            (
+                &[("resourceVersion", "42")][..],
+                (NotOlderThan(42), None, None),
+            ),
+            (
+                &[("resourceVersion", "42"), ("limit", "5")][..],
+                (Exact(42), Some(5), None),
+            ),
+            (
+                &[("resourceVersion", "42"), ("resourceVersionMatch", "Exact")][..],
+                (Exact(42), None, None),
+            ),
+            (
+                &[("limit", "0"), ("resourceVersion", "0")][..],
+                (NotOlderThan(0), None, None),
+            ),
+            // A page after a token: exactly at the token's version.
+            (
+                &[("limit", "2"), ("continue", token.as_str())][..],
+                (Exact(77), Some(2), Some("ns/w-1\0".to_string())),
+            ),
+        ];
+        for (pairs, want) in cases {
+            assert_eq!(asked(pairs), Some(want), "{pairs:?}");
+        }
+        let inconsistent =
+            URL_SAFE_NO_PAD.encode(r#"{"v":"meta.k8s.io/v1","rv":-1,"start":"/a\u0000"}"#);
         for unanswerable in [
-            query(&[]),
-            query(&[("resourceVersion", "")]),
-            query(&[("resourceVersion", "42")]),
-            query(&[("resourceVersion", "42"), ("resourceVersionMatch", "Exact")]),
-            query(&[("resourceVersion", "0"), ("resourceVersionMatch", "Exact")]),
-            query(&[("resourceVersion", "0"), ("limit", "10")]),
-            query(&[("resourceVersion", "0"), ("continue", "x")]),
-            query(&[("resourceVersion", "0"), ("pretty", "true")]),
-            query(&[("resourceVersion", "0"), ("resourceVersion", "0")]),
-            query(&[
+            // Consistent: only the provider knows its newest version.
+            &[][..],
+            &[("resourceVersion", "")][..],
+            &[("limit", "5")][..],
+            // Errors kube-apiserver words.
+            &[("resourceVersion", "0"), ("resourceVersionMatch", "Exact")][..],
+            &[("resourceVersionMatch", "NotOlderThan")][..],
+            &[
+                ("resourceVersion", "42"),
+                ("resourceVersionMatch", "Newest"),
+            ][..],
+            &[("resourceVersion", "5"), ("continue", token.as_str())][..],
+            &[("resourceVersion", "0"), ("limit", "-1")][..],
+            &[("resourceVersion", "0"), ("limit", "ten")][..],
+            &[("continue", "abc$")][..],
+            &[("continue", inconsistent.as_str())][..],
+            &[
                 ("resourceVersion", "x"),
                 ("resourceVersionMatch", "NotOlderThan"),
-            ]),
+            ][..],
+            &[("resourceVersion", "042")][..],
+            &[("resourceVersion", "0"), ("pretty", "true")][..],
+            &[("resourceVersion", "0"), ("resourceVersion", "0")][..],
+        ] {
+            assert_eq!(asked(unanswerable), None, "{unanswerable:?}");
+        }
+    }
+
+    #[test]
+    fn identity_labels_bindery_added_bound_the_list() {
+        let scoped = |selector: &str| {
+            let list = CacheableList::of_scoped_query(
+                &query(&[("resourceVersion", "0"), ("labelSelector", selector)]),
+                Some("bindery.dev/export=e1,bindery.dev/consumer=c1"),
+            )
+            .unwrap();
+            (
+                list.scope.selects_all(),
+                list.selection.is_everything(),
+                list.selection.labels.matches(&labels(&[("tier", "db")])),
+            )
+        };
+        assert_eq!(
+            scoped("bindery.dev/export=e1,bindery.dev/consumer=c1"),
+            (false, true, true),
+            "only the scope: everything in it is selected"
+        );
+        assert_eq!(
+            scoped("tier=db,bindery.dev/export=e1,bindery.dev/consumer=c1"),
+            (false, false, true)
+        );
+        assert_eq!(
+            scoped("tier=web,bindery.dev/export=e1,bindery.dev/consumer=c1"),
+            (false, false, false)
+        );
+        // Not the form bindery writes: all of it selects, nothing bounds.
+        assert_eq!(scoped("tier=db"), (true, false, true));
+    }
+
+    #[test]
+    fn continue_tokens_are_kube_apiservers() {
+        // A token kube-apiserver v1.34 gave for a page of namespace `load`.
+        let theirs =
+            "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MTAyNzAsInN0YXJ0IjoiL3ctMDAwMDFcdTAwMDAifQ";
+        let token = ContinueToken::decode(theirs).expect("kube-apiserver's token reads");
+        assert_eq!(token.version, 10270);
+        assert_eq!(token.start, "w-00001\0");
+        assert_eq!(
+            ContinueToken::after(10270, "w-00001"),
+            theirs,
+            "and is written alike"
+        );
+        for refused in [
+            r#"{"v":"meta.k8s.io/v2","rv":5,"start":"/a\u0000"}"#,
+            r#"{"v":"meta.k8s.io/v1","rv":0,"start":"/a\u0000"}"#,
+            r#"{"v":"meta.k8s.io/v1","rv":5,"start":""}"#,
+            r#"{"v":"meta.k8s.io/v1","rv":5,"start":"/a/../b"}"#,
+            r#"{"v":"meta.k8s.io/v1","rv":5,"start":"/a//b"}"#,
+            r#"{"v":"meta.k8s.io/v1","rv":5,"start":"/a/"}"#,
+            r#"{"v":"meta.k8s.io/v1","rv":"5","start":"/a"}"#,
         ] {
             assert_eq!(
-                CacheableList::of_query(&unanswerable),
+                ContinueToken::decode(&URL_SAFE_NO_PAD.encode(refused)),
                 None,
-                "{unanswerable:?}"
+                "{refused}"
             );
         }
     }
@@ -417,13 +681,10 @@ mod tests {
 
     #[test]
     fn field_selectors_on_name_and_namespace() {
-        let list = CacheableList::of_query(&query(&[
-            ("resourceVersion", "0"),
-            (
-                "fieldSelector",
-                "metadata.name=a,metadata.namespace!=kube-system",
-            ),
-        ]))
+        let list = Selection::of(
+            None,
+            Some("metadata.name=a,metadata.namespace!=kube-system"),
+        )
         .unwrap();
         let none = labels(&[]);
         assert!(list.selects("default", "a", &none));
@@ -461,11 +722,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(
-            (
-                list.start,
-                list.selection.not_older_than,
-                list.initial_events_end
-            ),
+            (list.start, list.not_older_than, list.initial_events_end),
             (WatchStart::State, 42, true)
         );
         for unanswerable in [
@@ -498,6 +755,7 @@ mod tests {
             &[("resourceVersion", "0"), ("timeoutSeconds", "-1")][..],
             &[("resourceVersion", "0"), ("allowWatchBookmarks", "yes")][..],
             &[("resourceVersion", "0"), ("limit", "5")][..],
+            &[("resourceVersion", "0"), ("continue", "x")][..],
             &[("resourceVersion", "0"), ("labelSelector", "app=(")][..],
         ] {
             assert_eq!(watch(unanswerable), None, "{unanswerable:?}");
@@ -526,6 +784,12 @@ mod tests {
                 ("resourceVersion", &version),
                 ("labelSelector", &selector),
             ]));
+        }
+
+        #[test]
+        fn arbitrary_tokens_never_panic(token in "\\PC{0,60}", bytes in proptest::collection::vec(any::<u8>(), 0..80)) {
+            let _ = ContinueToken::decode(&token);
+            let _ = ContinueToken::decode(&URL_SAFE_NO_PAD.encode(&bytes));
         }
 
         #[test]

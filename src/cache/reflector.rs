@@ -36,10 +36,12 @@ pub struct Reflected {
 }
 
 impl Reflected {
-    /// Reads the store, if it has been listed.
-    pub fn read<T>(&self, f: impl FnOnce(&Store) -> T) -> Option<T> {
+    /// Reads the store and its window, if it has been listed.
+    pub fn read<T>(&self, f: impl FnOnce(&Store, &Window) -> T) -> Option<T> {
         let guard = self.cached.read().unwrap_or_else(|p| p.into_inner());
-        guard.as_ref().map(|cached| f(&cached.store))
+        guard
+            .as_ref()
+            .map(|cached| f(&cached.store, &cached.window))
     }
 
     /// Reads the store and its window with `f` and, when `f` gives a
@@ -104,6 +106,7 @@ impl Reflected {
                     subscribers.dispatch(&change);
                     window.push(change);
                 }
+                window.relisted(version);
                 Cached { store, window }
             }
         };

@@ -1,18 +1,21 @@
 //! The objects of one provider resource as the watch cache holds them: each
 //! kept serialized once per change (shared bytes) with its labels, ordered
-//! by namespace and name (kube-apiserver's list order), and the
-//! resourceVersion the store has reached. A LIST is answered by joining the
-//! selected objects' bytes, with no decoding or encoding per request; every
-//! change the store goes through is handed back as a [`Change`] for the
-//! watchers. Pure.
+//! by key as kube-apiserver orders its storage (its list order), and the
+//! resourceVersion the store has reached. A LIST page is chosen as
+//! kube-apiserver's watch cache chooses it, now or at an older version, and
+//! answered by joining the selected objects' bytes, with no decoding or
+//! encoding per request; every change the store goes through is handed back
+//! as a [`Change`] for the watchers. Pure.
 
 use super::changes::{Change, ChangeKind};
-use super::query::CacheableList;
+use super::query::{CacheableList, ContinueToken, Selection};
 use crate::upstream::Translation;
 use bytes::Bytes;
-use kube::core::WatchEvent;
+use kube::core::{SelectorExt, WatchEvent};
 use serde_json::Value;
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 
 /// One stored object: its provider form, and the consumer form last made
@@ -47,6 +50,11 @@ impl Stored {
         }
     }
 
+    /// Its key in the store.
+    pub fn key(&self) -> String {
+        object_key(&self.namespace, &self.name)
+    }
+
     /// The consumer form under `translation`, made at most once per change
     /// of the object (and per translation key).
     pub fn translated(&self, translation: &Translation) -> Option<Bytes> {
@@ -76,7 +84,7 @@ pub enum Applied {
 /// The objects of one resource.
 #[derive(Debug)]
 pub struct Store {
-    objects: BTreeMap<(String, String), Arc<Stored>>,
+    objects: BTreeMap<String, Arc<Stored>>,
     resource_version: u64,
     api_version: String,
     list_kind: String,
@@ -140,8 +148,7 @@ impl Store {
                     return (Applied::Ignored, None);
                 };
                 let stored = Arc::new(Stored::of(object));
-                let key = (stored.namespace.clone(), stored.name.clone());
-                let previous = self.objects.insert(key, stored.clone());
+                let previous = self.objects.insert(stored.key(), stored.clone());
                 let kind = match previous {
                     Some(_) => ChangeKind::Modified,
                     None => ChangeKind::Added,
@@ -158,7 +165,8 @@ impl Store {
                 let Some(version) = version_of(object) else {
                     return (Applied::Ignored, None);
                 };
-                let previous = self.objects.remove(&key_of(object));
+                let (namespace, name) = key_of(object);
+                let previous = self.objects.remove(&object_key(&namespace, &name));
                 let change = Change {
                     version,
                     kind: ChangeKind::Deleted,
@@ -181,8 +189,7 @@ impl Store {
 
     fn put(&mut self, object: &Value) {
         let stored = Stored::of(object);
-        let key = (stored.namespace.clone(), stored.name.clone());
-        self.objects.insert(key, Arc::new(stored));
+        self.objects.insert(stored.key(), Arc::new(stored));
     }
 
     /// The changes that lead from this store to `newer` (a fresh list of the
@@ -233,64 +240,106 @@ impl Store {
         changes
     }
 
-    /// The objects `list` selects in `namespace` (all when `None`), in list
-    /// order.
-    pub fn selected(&self, namespace: Option<&str>, list: &CacheableList) -> Vec<Arc<Stored>> {
-        self.selected_map(namespace, list, |stored| Some(stored.clone()))
+    /// The objects `selection` selects in `namespace` (all when `None`), in
+    /// list order.
+    pub fn selected(&self, namespace: Option<&str>, selection: &Selection) -> Vec<Arc<Stored>> {
+        self.scope(namespace, None)
+            .map(|(_, stored)| stored)
+            .filter(|s| selection.selects(&s.namespace, &s.name, &s.labels))
+            .cloned()
+            .collect()
     }
 
-    /// The LIST body for `namespace` (all when `None`), as kube-apiserver
-    /// writes a list it serves from its watch cache.
-    pub fn list_body(&self, namespace: Option<&str>, list: &CacheableList) -> Vec<u8> {
-        self.list_body_of(namespace, list, |stored| Some(stored.bytes.clone()))
-    }
-
-    /// [`Store::list_body`] with each item in the consumer's terms.
-    pub fn translated_list_body(
-        &self,
+    /// The page `list` asks for in `namespace` (all when `None`): of the
+    /// store as it is, at `version` (its own), or, given `then` (what
+    /// [`super::changes::Window::reverted_to`] told for an older
+    /// `version`), as it was at that version. Chosen as kube-apiserver's
+    /// watch cache pages: in key order from the token's key, `limit`
+    /// selected objects, a token when any object follows, and the count of
+    /// those when everything is selected; objects outside the list's scope
+    /// are not there at all.
+    pub fn page<'s>(
+        &'s self,
         namespace: Option<&str>,
         list: &CacheableList,
-        translation: &Translation,
-    ) -> Vec<u8> {
-        self.list_body_of(namespace, list, |stored| stored.translated(translation))
-    }
-
-    fn selected_map<T>(
-        &self,
-        namespace: Option<&str>,
-        list: &CacheableList,
-        item: impl Fn(&Arc<Stored>) -> Option<T>,
-    ) -> Vec<T> {
-        match namespace {
-            Some(ns) => self
-                .objects
-                .range((ns.to_string(), String::new())..)
-                .take_while(|((n, _), _)| n == ns)
-                .filter(|((n, name), s)| list.selects(n, name, &s.labels))
-                .filter_map(|(_, s)| item(s))
-                .collect(),
-            None => self
-                .objects
-                .iter()
-                .filter(|((n, name), s)| list.selects(n, name, &s.labels))
-                .filter_map(|(_, s)| item(s))
-                .collect(),
+        version: u64,
+        then: Option<&'s Reverted>,
+    ) -> Page {
+        let start = list.start.as_ref().map(|start| match namespace {
+            Some(ns) => format!("{ns}/{start}"),
+            None => start.clone(),
+        });
+        let now = self.scope(namespace, start.as_deref());
+        static NOTHING_CHANGED: Reverted = BTreeMap::new();
+        let then = scoped(
+            then.unwrap_or(&NOTHING_CHANGED),
+            namespace,
+            start.as_deref(),
+        );
+        let mut objects = as_it_was(now, then)
+            .filter(|stored| list.scope.matches(&stored.labels))
+            .peekable();
+        let mut page = Page {
+            items: Vec::new(),
+            version,
+            continue_token: None,
+            remaining: None,
+        };
+        while let Some(stored) = objects.next() {
+            if list
+                .selection
+                .selects(&stored.namespace, &stored.name, &stored.labels)
+            {
+                page.items.push(stored.clone());
+            }
+            if list.limit == Some(page.items.len() as u64) {
+                if objects.peek().is_some() {
+                    let last = page.items.last().map(|s| s.key()).unwrap_or_default();
+                    let relative = match namespace {
+                        Some(ns) => last.strip_prefix(&format!("{ns}/")).unwrap_or(&last),
+                        None => &last,
+                    };
+                    page.continue_token = Some(ContinueToken::after(version, relative));
+                    page.remaining = list
+                        .selection
+                        .is_everything()
+                        .then(|| objects.count() as u64);
+                }
+                break;
+            }
         }
+        page
     }
 
-    fn list_body_of(
-        &self,
+    /// The objects of `namespace` (all when `None`) in key order, from the
+    /// key `from` on.
+    fn scope<'a>(
+        &'a self,
         namespace: Option<&str>,
-        list: &CacheableList,
+        from: Option<&str>,
+    ) -> impl Iterator<Item = (&'a String, &'a Arc<Stored>)> + 'a {
+        let (prefix, lower) = bounds(namespace, from);
+        self.objects
+            .range::<str, _>((Bound::Included(lower.as_str()), Bound::Unbounded))
+            .take_while(move |(key, _)| key.starts_with(&prefix))
+    }
+
+    /// The LIST body of `page`, each object written by `item` (`None`: left
+    /// out), its continue token by `token`, as kube-apiserver writes a list
+    /// of custom resources (metadata keys in order).
+    pub fn list_body(
+        &self,
+        page: &Page,
         item: impl Fn(&Arc<Stored>) -> Option<Bytes>,
+        token: impl Fn(&str) -> String,
     ) -> Vec<u8> {
-        let selected = self.selected_map(namespace, list, item);
-        let size: usize = selected.iter().map(|s| s.len() + 1).sum();
-        let mut body = Vec::with_capacity(size + 200);
+        let items: Vec<Bytes> = page.items.iter().filter_map(item).collect();
+        let size: usize = items.iter().map(|s| s.len() + 1).sum();
+        let mut body = Vec::with_capacity(size + 300);
         body.extend_from_slice(b"{\"apiVersion\":");
         body.extend_from_slice(&json_string(&self.api_version));
         body.extend_from_slice(b",\"items\":[");
-        for (i, bytes) in selected.iter().enumerate() {
+        for (i, bytes) in items.iter().enumerate() {
             if i > 0 {
                 body.push(b',');
             }
@@ -298,11 +347,103 @@ impl Store {
         }
         body.extend_from_slice(b"],\"kind\":");
         body.extend_from_slice(&json_string(&self.list_kind));
-        body.extend_from_slice(b",\"metadata\":{\"continue\":\"\",\"resourceVersion\":\"");
-        body.extend_from_slice(self.resource_version.to_string().as_bytes());
+        body.extend_from_slice(b",\"metadata\":{\"continue\":");
+        let token = page
+            .continue_token
+            .as_deref()
+            .map(token)
+            .unwrap_or_default();
+        body.extend_from_slice(&json_string(&token));
+        if let Some(remaining) = page.remaining {
+            body.extend_from_slice(b",\"remainingItemCount\":");
+            body.extend_from_slice(remaining.to_string().as_bytes());
+        }
+        body.extend_from_slice(b",\"resourceVersion\":\"");
+        body.extend_from_slice(page.version.to_string().as_bytes());
         body.extend_from_slice(b"\"}}");
         body
     }
+}
+
+/// What objects were at an older version, where they differ from now (by
+/// key; `None`: absent then).
+pub type Reverted = BTreeMap<String, Option<Arc<Stored>>>;
+
+/// One page of a list.
+#[derive(Debug)]
+pub struct Page {
+    pub items: Vec<Arc<Stored>>,
+    /// The version the page shows.
+    pub version: u64,
+    /// kube-apiserver's token for the next page, when objects follow.
+    pub continue_token: Option<String>,
+    /// How many objects follow, when everything is selected.
+    pub remaining: Option<u64>,
+}
+
+/// An object's key, ordered as kube-apiserver orders its storage keys:
+/// `<namespace>/<name>`, or `<name>` for a cluster-scoped object. (Ordering
+/// by the pair instead would put namespace `a` before `a-b`; kube-apiserver
+/// lists `a-b/…` first, since `-` sorts before `/`.)
+pub fn object_key(namespace: &str, name: &str) -> String {
+    if namespace.is_empty() {
+        name.to_string()
+    } else {
+        format!("{namespace}/{name}")
+    }
+}
+
+/// The key prefix of `namespace` (empty for all) and the key a scan from
+/// `from` begins at.
+fn bounds(namespace: Option<&str>, from: Option<&str>) -> (String, String) {
+    let prefix = namespace.map(|ns| format!("{ns}/")).unwrap_or_default();
+    let lower = match from {
+        Some(from) if from > prefix.as_str() => from.to_string(),
+        _ => prefix.clone(),
+    };
+    (prefix, lower)
+}
+
+/// The part of `then` a scan of `namespace` from `from` covers.
+fn scoped<'a>(
+    then: &'a Reverted,
+    namespace: Option<&str>,
+    from: Option<&str>,
+) -> impl Iterator<Item = (&'a String, &'a Option<Arc<Stored>>)> + 'a {
+    let (prefix, lower) = bounds(namespace, from);
+    then.range::<str, _>((Bound::Included(lower.as_str()), Bound::Unbounded))
+        .take_while(move |(key, _)| key.starts_with(&prefix))
+}
+
+/// The objects as they were: `now`, with the ones in `then` (both in key
+/// order) replaced by what they were, or left out when they did not exist.
+fn as_it_was<'a>(
+    now: impl Iterator<Item = (&'a String, &'a Arc<Stored>)>,
+    then: impl Iterator<Item = (&'a String, &'a Option<Arc<Stored>>)>,
+) -> impl Iterator<Item = &'a Arc<Stored>> {
+    let (mut now, mut then) = (now.peekable(), then.peekable());
+    std::iter::from_fn(move || {
+        loop {
+            let order = match (now.peek(), then.peek()) {
+                (None, None) => return None,
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (Some((n, _)), Some((t, _))) => n.cmp(t),
+            };
+            match order {
+                Ordering::Less => return now.next().map(|(_, stored)| stored),
+                // Changed since: what it was replaces it.
+                Ordering::Equal => {
+                    now.next();
+                }
+                // Gone since: it comes back.
+                Ordering::Greater => {}
+            }
+            if let Some((_, Some(stored))) = then.next() {
+                return Some(stored);
+            }
+        }
+    })
 }
 
 fn key_of(object: &Value) -> (String, String) {
@@ -342,7 +483,30 @@ mod tests {
     }
 
     fn any() -> CacheableList {
-        CacheableList::of_query(&[("resourceVersion".into(), "0".into())]).unwrap()
+        list(&[("resourceVersion", "0")])
+    }
+
+    fn list(pairs: &[(&str, &str)]) -> CacheableList {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        CacheableList::of_query(&pairs).expect("a cacheable list")
+    }
+
+    /// The body of `list` in `namespace`, now.
+    fn listed(store: &Store, namespace: Option<&str>, list: &CacheableList) -> Vec<u8> {
+        let page = store.page(namespace, list, store.resource_version(), None);
+        store.list_body(&page, |s| Some(s.bytes.clone()), str::to_string)
+    }
+
+    fn translated(store: &Store, translation: &Translation) -> Vec<u8> {
+        let page = store.page(None, &any(), store.resource_version(), None);
+        store.list_body(
+            &page,
+            |s| s.translated(translation),
+            &translation.continue_token,
+        )
     }
 
     fn names(body: &[u8]) -> Vec<String> {
@@ -380,7 +544,7 @@ mod tests {
     fn a_list_is_kept_in_key_order_with_its_version_and_items_complete() {
         let store = store();
         assert_eq!(store.resource_version(), 10);
-        let body = store.list_body(None, &any());
+        let body = listed(&store, None, &any());
         assert_eq!(names(&body), ["a/w2", "b/w1"]);
         let list: Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(list["kind"], "WidgetList");
@@ -406,7 +570,7 @@ mod tests {
             "kind": "Widget", "metadata": {"resourceVersion": "20"}}}),
         );
         assert_eq!(store.apply(&bookmark).0, Applied::Advanced(20));
-        assert_eq!(names(&store.list_body(None, &any())), ["a/w0", "a/w2"]);
+        assert_eq!(names(&listed(&store, None, &any())), ["a/w0", "a/w2"]);
         let gone = event(json!({"type": "ERROR", "object": {"kind": "Status", "code": 410}}));
         assert_eq!(store.apply(&gone).0, Applied::Relist);
         let unversioned = event(json!({"type": "ADDED", "object": {"metadata": {"name": "x"}}}));
@@ -422,18 +586,11 @@ mod tests {
         store.apply(&event(
             json!({"type": "ADDED", "object": widget("ab", "w4", "12", json!({"app": "db"}))}),
         ));
-        assert_eq!(names(&store.list_body(Some("a"), &any())), ["a/w2", "a/w3"]);
-        let db = CacheableList::of_query(&[
-            ("resourceVersion".into(), "0".into()),
-            ("labelSelector".into(), "app=db".into()),
-        ])
-        .unwrap();
-        assert_eq!(
-            names(&store.list_body(None, &db)),
-            ["a/w3", "ab/w4", "b/w1"]
-        );
-        assert_eq!(names(&store.list_body(Some("a"), &db)), ["a/w3"]);
-        assert!(names(&store.list_body(Some("c"), &any())).is_empty());
+        assert_eq!(names(&listed(&store, Some("a"), &any())), ["a/w2", "a/w3"]);
+        let db = list(&[("resourceVersion", "0"), ("labelSelector", "app=db")]);
+        assert_eq!(names(&listed(&store, None, &db)), ["a/w3", "ab/w4", "b/w1"]);
+        assert_eq!(names(&listed(&store, Some("a"), &db)), ["a/w3"]);
+        assert!(names(&listed(&store, Some("c"), &any())).is_empty());
     }
 
     #[test]
@@ -455,13 +612,14 @@ mod tests {
                         serde_json::to_vec(&object).unwrap()
                     })
                 }),
+                continue_token: Box::new(|token| format!("sealed {token}")),
             }
         };
         let first = translation(1);
-        let body = store.translated_list_body(None, &any(), &first);
+        let body = translated(&store, &first);
         assert_eq!(names(&body), ["mine/w2"]);
         assert_eq!(calls.load(Ordering::SeqCst), 2, "both objects once");
-        store.translated_list_body(None, &any(), &first);
+        translated(&store, &first);
         assert_eq!(
             calls.load(Ordering::SeqCst),
             2,
@@ -469,20 +627,20 @@ mod tests {
         );
         store.apply(&event(json!({"type": "MODIFIED",
             "object": widget("a", "w2", "11", json!({}))})));
-        store.translated_list_body(None, &any(), &first);
+        translated(&store, &first);
         assert_eq!(
             calls.load(Ordering::SeqCst),
             3,
             "only the changed object again"
         );
-        store.translated_list_body(None, &any(), &translation(2));
+        translated(&store, &translation(2));
         assert_eq!(
             calls.load(Ordering::SeqCst),
             5,
             "another translation redoes all"
         );
         assert_eq!(
-            names(&store.list_body(None, &any())),
+            names(&listed(&store, None, &any())),
             ["a/w2", "b/w1"],
             "the provider form is kept"
         );
@@ -554,5 +712,243 @@ mod tests {
             "metadata": {"resourceVersion": "abc"}, "items": []}))
             .is_none()
         );
+    }
+
+    /// A store of `objects` ((namespace, name, version)) at version 100.
+    fn store_of(objects: &[(&str, &str, &str)]) -> Store {
+        let items: Vec<Value> = objects
+            .iter()
+            .map(|(ns, name, version)| widget(ns, name, version, json!({})))
+            .collect();
+        Store::from_list(
+            &json!({"apiVersion": "example.com/v1", "kind": "WidgetList",
+            "metadata": {"resourceVersion": "100"}, "items": items}),
+        )
+        .unwrap()
+    }
+
+    fn metadata(body: &[u8]) -> Value {
+        serde_json::from_slice::<Value>(body).unwrap()["metadata"].clone()
+    }
+
+    #[test]
+    fn lists_are_in_kube_apiservers_key_order() {
+        // `-` sorts before `/`: kube-apiserver's keys `a-b/x` < `a/x`.
+        let store = store_of(&[("a", "x", "1"), ("a-b", "x", "2"), ("a", "y", "3")]);
+        assert_eq!(
+            names(&listed(&store, None, &any())),
+            ["a-b/x", "a/x", "a/y"]
+        );
+        assert_eq!(names(&listed(&store, Some("a"), &any())), ["a/x", "a/y"]);
+    }
+
+    #[test]
+    fn pages_go_on_with_kube_apiservers_tokens_and_counts() {
+        let store = store_of(&[
+            ("a", "w1", "1"),
+            ("a", "w2", "2"),
+            ("a", "w3", "3"),
+            ("b", "w4", "4"),
+        ]);
+        let first = list(&[
+            ("resourceVersion", "1"),
+            ("resourceVersionMatch", "NotOlderThan"),
+            ("limit", "2"),
+        ]);
+        let body = listed(&store, Some("a"), &first);
+        assert_eq!(names(&body), ["a/w1", "a/w2"]);
+        let meta = metadata(&body);
+        assert_eq!(meta["remainingItemCount"], 1);
+        assert_eq!(meta["resourceVersion"], "100");
+        let token = meta["continue"].as_str().unwrap().to_string();
+        assert_eq!(
+            ContinueToken::decode(&token),
+            Some(ContinueToken {
+                version: 100,
+                start: "w2\0".into()
+            }),
+            "relative to the namespace, as kube-apiserver writes it"
+        );
+        let next = list(&[("limit", "2"), ("continue", &token)]);
+        let body = listed(&store, Some("a"), &next);
+        assert_eq!(names(&body), ["a/w3"]);
+        assert_eq!(
+            metadata(&body),
+            json!({"continue": "", "resourceVersion": "100"})
+        );
+
+        // Across namespaces the token names the namespace too.
+        let body = listed(&store, None, &first);
+        let token = metadata(&body)["continue"].as_str().unwrap().to_string();
+        assert_eq!(ContinueToken::decode(&token).unwrap().start, "a/w2\0");
+        let body = listed(&store, None, &list(&[("limit", "5"), ("continue", &token)]));
+        assert_eq!(names(&body), ["a/w3", "b/w4"]);
+
+        // A selector: no count, and a token whenever any object follows,
+        // selected or not.
+        let selected = list(&[
+            ("resourceVersion", "0"),
+            ("resourceVersionMatch", "NotOlderThan"),
+            ("fieldSelector", "metadata.name!=w3"),
+        ]);
+        assert_eq!(
+            names(&listed(&store, None, &selected)),
+            ["a/w1", "a/w2", "b/w4"]
+        );
+        let selected = list(&[
+            ("resourceVersion", "5"),
+            ("resourceVersionMatch", "NotOlderThan"),
+            ("fieldSelector", "metadata.name=w2"),
+            ("limit", "1"),
+        ]);
+        let body = listed(&store, Some("a"), &selected);
+        assert_eq!(names(&body), ["a/w2"]);
+        let meta = metadata(&body);
+        assert!(meta.get("remainingItemCount").is_none(), "{meta}");
+        assert_ne!(
+            meta["continue"], "",
+            "w3 follows, though it is not selected"
+        );
+        // A limit met by the last object: no token.
+        let exact = list(&[
+            ("resourceVersion", "5"),
+            ("resourceVersionMatch", "NotOlderThan"),
+            ("limit", "3"),
+        ]);
+        assert_eq!(metadata(&listed(&store, Some("a"), &exact))["continue"], "");
+    }
+
+    #[test]
+    fn objects_outside_the_scope_are_not_counted_or_followed() {
+        let mine = json!({"consumer": "me"});
+        let items: Vec<Value> = [
+            ("a", "w1", &mine),
+            ("a", "w2", &mine),
+            ("b", "w3", &json!({"consumer": "other"})),
+        ]
+        .iter()
+        .map(|(ns, name, labels)| widget(ns, name, "1", (*labels).clone()))
+        .collect();
+        let store = Store::from_list(
+            &json!({"apiVersion": "example.com/v1", "kind": "WidgetList",
+            "metadata": {"resourceVersion": "100"}, "items": items}),
+        )
+        .unwrap();
+        let pairs: Vec<(String, String)> = [
+            ("resourceVersion", "1"),
+            ("limit", "1"),
+            ("labelSelector", "consumer=me"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let scoped = CacheableList::of_scoped_query(&pairs, Some("consumer=me")).unwrap();
+        let body = listed(&store, None, &scoped);
+        assert_eq!(names(&body), ["a/w1"]);
+        assert_eq!(
+            metadata(&body)["remainingItemCount"],
+            1,
+            "w2 only; w3 is another's"
+        );
+        let token = metadata(&body)["continue"].as_str().unwrap().to_string();
+        let next = CacheableList::of_scoped_query(
+            &[
+                ("limit".into(), "1".into()),
+                ("continue".into(), token),
+                ("labelSelector".into(), "consumer=me".into()),
+            ],
+            Some("consumer=me"),
+        )
+        .unwrap();
+        let body = listed(&store, None, &next);
+        assert_eq!(names(&body), ["a/w2"]);
+        assert_eq!(
+            metadata(&body)["continue"],
+            "",
+            "nothing of this consumer follows"
+        );
+    }
+
+    #[test]
+    fn a_page_at_an_older_version_shows_the_objects_as_they_were() {
+        use super::super::changes::Window;
+        let mut store = store_of(&[("a", "w1", "1"), ("a", "w2", "2"), ("a", "w3", "3")]);
+        let mut window = Window::new(100, 16);
+        for happened in [
+            json!({"type": "MODIFIED", "object": widget("a", "w1", "101", json!({"v": "new"}))}),
+            json!({"type": "DELETED", "object": widget("a", "w2", "102", json!({}))}),
+            json!({"type": "ADDED", "object": widget("a", "w0", "103", json!({}))}),
+            json!({"type": "MODIFIED", "object": widget("a", "w1", "104", json!({"v": "newer"}))}),
+        ] {
+            let (_, change) = store.apply(&event(happened));
+            window.push(Arc::new(change.unwrap()));
+        }
+        let at = |version: u64, pairs: &[(&str, &str)]| {
+            let then = window.reverted_to(version).expect("the window tells");
+            let page = store.page(Some("a"), &list(pairs), version, Some(&then));
+            let versions: Vec<String> = page
+                .items
+                .iter()
+                .map(|s| format!("{}@{}", s.name, s.version))
+                .collect();
+            (versions, page.continue_token)
+        };
+        assert_eq!(
+            at(
+                100,
+                &[
+                    ("resourceVersion", "100"),
+                    ("resourceVersionMatch", "Exact")
+                ]
+            )
+            .0,
+            ["w1@1", "w2@2", "w3@3"]
+        );
+        assert_eq!(
+            at(
+                101,
+                &[
+                    ("resourceVersion", "101"),
+                    ("resourceVersionMatch", "Exact")
+                ]
+            )
+            .0,
+            ["w1@101", "w2@2", "w3@3"]
+        );
+        assert_eq!(
+            at(
+                103,
+                &[
+                    ("resourceVersion", "103"),
+                    ("resourceVersionMatch", "Exact")
+                ]
+            )
+            .0,
+            ["w0@103", "w1@101", "w3@3"]
+        );
+        assert_eq!(
+            at(
+                104,
+                &[
+                    ("resourceVersion", "104"),
+                    ("resourceVersionMatch", "Exact")
+                ]
+            )
+            .0,
+            ["w0@103", "w1@104", "w3@3"]
+        );
+        // Pages of an older version go on at that version.
+        let (first, token) = at(101, &[("resourceVersion", "101"), ("limit", "1")]);
+        assert_eq!(first, ["w1@101"]);
+        let token = token.expect("more follow");
+        let (second, _) = at(101, &[("limit", "5"), ("continue", &token)]);
+        assert_eq!(second, ["w2@2", "w3@3"], "w2 was there at 101, w0 was not");
+        assert!(window.reverted_to(99).is_none(), "before the window");
+        window.relisted(104);
+        assert!(
+            window.reverted_to(103).is_none(),
+            "a relist folds what it missed"
+        );
+        assert!(window.reverted_to(104).is_some());
     }
 }

@@ -7,7 +7,7 @@
 //! given (made once per change, whoever watches).
 
 use super::changes::{Change, Seen, bookmark_line, event_line, seen_by};
-use super::query::CacheableList;
+use super::query::Selection;
 use super::reflector::Reflected;
 use super::store::Stored;
 use crate::upstream::{BoxBody, BoxError, Translation};
@@ -31,7 +31,7 @@ const BODY_BUFFER: usize = 64;
 /// What one watch selects and how it is written.
 pub struct Watcher {
     pub namespace: Option<String>,
-    pub selection: CacheableList,
+    pub selection: Selection,
     pub translation: Option<Translation>,
     pub bookmarks: bool,
     pub timeout: Option<Duration>,

@@ -17,7 +17,7 @@ use crate::translate::continue_token::TokenError;
 use crate::translate::objects::{Refusal, Visibility, object_up};
 use crate::translate::request::{ConsumerRequest, RequestError, encode, request_down, token_scope};
 use crate::translate::response::{Translated, body_up, event_up, text_up};
-use crate::upstream::{BoxBody, CacheAsked, Translation, Upstream};
+use crate::upstream::{BoxBody, CacheAsked, IdentityScope, Translation, Upstream};
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
 use http::{HeaderValue, Method, Response, StatusCode};
@@ -156,8 +156,13 @@ impl Proxy {
         let mut upstream = upstream
             .body(body)
             .map_err(|e| ApiError::internal(e.to_string()))?;
-        let make = || translation(bound);
+        let make = || translation(bound, &self.tokens, token_scope(bound, &request));
         if verb == Verb::List {
+            if request.namespace.is_none() {
+                upstream
+                    .extensions_mut()
+                    .insert(IdentityScope(bound.identity_selector()));
+            }
             if let Some(bytes) = self.upstream.list_translated(&upstream, &make).await {
                 return Ok(translated_list(bytes, to_yaml));
             }
@@ -301,8 +306,9 @@ impl Proxy {
 }
 
 /// How `bound`'s consumer sees each provider object, for upstreams that
-/// answer lists with objects they translated before.
-fn translation(bound: &BoundResource) -> Translation {
+/// answer lists with objects they translated before; continue tokens are
+/// sealed for `scope`.
+fn translation(bound: &BoundResource, tokens: &Arc<ContinueTokens>, scope: String) -> Translation {
     let key = {
         use std::hash::{Hash, Hasher};
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
@@ -319,6 +325,10 @@ fn translation(bound: &BoundResource) -> Translation {
                 Visibility::Hidden => None,
             }
         }),
+        continue_token: {
+            let tokens = tokens.clone();
+            Box::new(move |token| tokens.seal(&scope, token))
+        },
     }
 }
 

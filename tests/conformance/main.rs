@@ -23,7 +23,9 @@ use fixture::{clusters, repo_root};
 use target::{Actor, Target, Vars};
 
 const CRD: &str = "widgets.conformance.bindery.dev";
-const NAMESPACES: &[&str] = &["conf", "conf2"];
+/// `conf-a` lists before `conf` across namespaces (kube-apiserver's key
+/// order: `-` sorts before `/`).
+const NAMESPACES: &[&str] = &["conf", "conf2", "conf-a"];
 /// The provider's offer of the case CRD, which the app cluster binds.
 const TEMPLATE: &str = "apiVersion: kube-bind.io/v1alpha2
 kind: APIServiceExportTemplate

@@ -1,10 +1,11 @@
 //! The shared watch cache against the real provider: three consumers list
-//! one resource at `resourceVersion=0` many times and keep two watches each
-//! open, and the provider sees no LIST for them and no more WATCHes than
-//! after the first (its own metrics say so), while each consumer still sees
-//! exactly its own objects and events, its own writes at once, and no other
-//! consumer's. A consistent list (no resourceVersion) still goes to the
-//! provider.
+//! one resource many times (at `resourceVersion=0`, in pages not older than
+//! a version and their continue tokens, exactly at a version) and keep two
+//! watches each open, and the provider sees no LIST for them and no more
+//! WATCHes than after the first (its own metrics say so), while each
+//! consumer still sees exactly its own objects and events, its own writes
+//! at once, and no other consumer's. A consistent list (no resourceVersion)
+//! still goes to the provider.
 
 use crate::bind::gadget_crd;
 use crate::bindery::{Consumer, bindery};
@@ -142,6 +143,44 @@ fn names(list: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
+/// Consumer `i`'s lists at the version of `listed` (its any-version list of
+/// namespace `default`, `g{i}` and `h{i}`): limits ignored at version 0,
+/// pages not older than it that go on with their token, exactly at it, and
+/// pages across namespaces that count only its own objects.
+fn paged_and_exact_lists(consumer: &Consumer, group: &str, listed: &serde_json::Value, i: usize) {
+    let version = listed["metadata"]["resourceVersion"].as_str().unwrap();
+    let collection = format!("/apis/{group}/v1/namespaces/default/gadgets");
+    let whole = get_raw(consumer, &format!("{collection}?resourceVersion=0&limit=1"));
+    assert_eq!(names(&whole), [format!("g{i}"), format!("h{i}")]);
+    let first = get_raw(
+        consumer,
+        &format!(
+            "{collection}?resourceVersion={version}&resourceVersionMatch=NotOlderThan&limit=1"
+        ),
+    );
+    assert_eq!(names(&first), [format!("g{i}")]);
+    assert_eq!(first["metadata"]["remainingItemCount"], 1, "{first}");
+    let token = first["metadata"]["continue"].as_str().unwrap();
+    let next = get_raw(consumer, &format!("{collection}?limit=1&continue={token}"));
+    assert_eq!(names(&next), [format!("h{i}")]);
+    assert_eq!(next["metadata"]["continue"], "");
+    let exact = get_raw(
+        consumer,
+        &format!("{collection}?resourceVersion={version}&resourceVersionMatch=Exact"),
+    );
+    assert_eq!(names(&exact), [format!("g{i}"), format!("h{i}")]);
+    assert_eq!(exact["metadata"]["resourceVersion"], version);
+    let across = get_raw(
+        consumer,
+        &format!("/apis/{group}/v1/gadgets?resourceVersion={version}&limit=1"),
+    );
+    assert_eq!(names(&across), [format!("g{i}")]);
+    assert_eq!(
+        across["metadata"]["remainingItemCount"], 1,
+        "only its own objects count: {across}"
+    );
+}
+
 #[test]
 fn any_version_lists_and_watches_of_every_consumer_share_one_upstream_list_and_watch() {
     install_examples();
@@ -165,14 +204,12 @@ fn any_version_lists_and_watches_of_every_consumer_share_one_upstream_list_and_w
         .collect();
     let collection = format!("/apis/{group}/v1/namespaces/default/gadgets");
     let any = format!("{collection}?resourceVersion=0");
+    let own = |i: usize| [format!("g{i}"), format!("h{i}")];
     for (i, consumer) in consumers.iter().enumerate() {
         create_gadget(consumer, &group, &format!("g{i}"));
-        // Its own write, at once, from the cache.
-        assert_eq!(
-            names(&get_raw(consumer, &any)),
-            [format!("g{i}")],
-            "consumer {i}"
-        );
+        create_gadget(consumer, &group, &format!("h{i}"));
+        // Its own writes, at once, from the cache.
+        assert_eq!(names(&get_raw(consumer, &any)), own(i), "consumer {i}");
     }
     let lists = |scope: &str| {
         provider_metric(
@@ -214,18 +251,20 @@ fn any_version_lists_and_watches_of_every_consumer_share_one_upstream_list_and_w
     let before = (lists("namespace"), lists("cluster"));
     for _ in 0..5 {
         for (i, consumer) in consumers.iter().enumerate() {
-            assert_eq!(names(&get_raw(consumer, &any)), [format!("g{i}")]);
+            let listed = get_raw(consumer, &any);
+            assert_eq!(names(&listed), own(i));
             let all = get_raw(
                 consumer,
                 &format!("/apis/{group}/v1/gadgets?resourceVersion=0"),
             );
-            assert_eq!(names(&all), [format!("g{i}")], "another consumer's object");
+            assert_eq!(names(&all), own(i), "another consumer's object");
+            paged_and_exact_lists(consumer, &group, &listed, i);
         }
     }
     assert_eq!(
         (lists("namespace"), lists("cluster")),
         before,
-        "resourceVersion=0 lists reached the provider"
+        "versioned lists and their pages reached the provider"
     );
     // Two client watches per consumer: from any version (the state first)
     // and from a cached list's version.
@@ -287,6 +326,9 @@ fn any_version_lists_and_watches_of_every_consumer_share_one_upstream_list_and_w
     );
     drop(watches);
     // A consistent list is the provider's.
-    assert_eq!(names(&get_raw(&consumers[0], &collection)), ["g0", "w0"]);
+    assert_eq!(
+        names(&get_raw(&consumers[0], &collection)),
+        ["g0", "h0", "w0"]
+    );
     assert_eq!(lists("namespace"), before.0 + 1.0);
 }

@@ -88,6 +88,19 @@ impl Window {
         self.changes.push_back(change);
     }
 
+    /// Object `namespace`/`name` as it was at `version`, if a kept change
+    /// made or replaced it.
+    pub fn find(&self, namespace: &str, name: &str, version: u64) -> Option<Arc<Stored>> {
+        self.changes.iter().rev().find_map(|change| {
+            let made = (change.kind != ChangeKind::Deleted).then_some(&change.object);
+            [made, change.previous.as_ref()]
+                .into_iter()
+                .flatten()
+                .find(|stored| stored.is(namespace, name, version))
+                .cloned()
+        })
+    }
+
     /// The changes after `version`, oldest first; `None` when some of them
     /// are no longer kept.
     pub fn since(&self, version: u64) -> Option<Vec<Arc<Change>>> {

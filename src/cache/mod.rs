@@ -3,7 +3,9 @@
 //! store per provider resource ([`store`]), kept by one list+watch per
 //! resource ([`reflector`]) however many consumers, exports and clients read
 //! it; each client watch is fed from that one stream ([`subscribers`],
-//! [`watcher`]).
+//! [`watcher`]). A consistent list has the provider name its objects and
+//! their versions in a metadata list ([`metadata_probe`]) and is answered
+//! with the store's bodies of exactly those versions.
 //! Everything else, and every list the cache is not ready for, goes to the
 //! provider unchanged. Consumers are kept apart exactly as on the way to
 //! the provider: the request reaching the cache is already in provider
@@ -11,6 +13,7 @@
 //! and the cache evaluates it as kube-apiserver would.
 
 pub mod changes;
+pub mod metadata_probe;
 pub mod query;
 pub mod reflector;
 pub mod store;
@@ -19,6 +22,7 @@ pub mod watcher;
 
 use crate::upstream::{BoxBody, BoxError, CacheAsked, IdentityScope, Translation, Upstream};
 use bytes::Bytes;
+use changes::Window;
 use dashmap::DashMap;
 use http::header::{ACCEPT, CONTENT_TYPE};
 use http_body_util::{BodyExt, Full};
@@ -28,12 +32,16 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
+use store::{Page, Store};
 use tokio::sync::watch as signal;
 use watcher::{Beginning, Watcher};
 
 /// How long a list waits for its resource's first LIST, or for the store to
 /// reach a `NotOlderThan` version, before going to the provider instead.
 const PATIENCE: Duration = Duration::from_secs(3);
+/// How long a consistent list waits for the store to hold the object
+/// versions the provider named (changes already on their way to it).
+const CATCH_UP: Duration = Duration::from_secs(1);
 
 /// The provider behind a watch cache.
 pub struct CachedUpstream {
@@ -88,40 +96,70 @@ impl CachedUpstream {
         }
         let (collection, namespace, list) = cacheable(request)?;
         let reflected = self.reflected(&collection);
-        let wanted = match list.at {
-            ListAt::NotOlderThan(version) => version.max(self.written(&collection)),
-            ListAt::Exact(version) => version,
+        let page = match list.at {
+            ListAt::Consistent => self.listed_page(request, &reflected).await?,
+            ListAt::NotOlderThan(version) | ListAt::Exact(version) => {
+                let wanted = match list.at {
+                    ListAt::NotOlderThan(_) => version.max(self.written(&collection)),
+                    _ => version,
+                };
+                if !reflected.reached(wanted, PATIENCE).await {
+                    return None;
+                }
+                reflected
+                    .read(|store, window| stored_page(store, window, namespace.as_deref(), &list))
+                    .flatten()?
+            }
         };
-        if !reflected.reached(wanted, PATIENCE).await {
+        let translation = translation.map(|make| make());
+        reflected.read(|store, _| match &translation {
+            Some(translation) => store.list_body(
+                &page,
+                |stored| stored.translated(translation),
+                &translation.continue_token,
+            ),
+            None => store.list_body(&page, |stored| Some(stored.bytes.clone()), str::to_string),
+        })
+    }
+
+    /// The page of a consistent list: which objects at which versions, and
+    /// how the list goes on, the provider tells in a metadata list; their
+    /// bodies are the store's (waiting briefly for changes it has not seen
+    /// yet). `None` when the provider says anything else, or the store does
+    /// not come to hold every object it names.
+    async fn listed_page(
+        &self,
+        request: &http::Request<Bytes>,
+        reflected: &Reflected,
+    ) -> Option<Page> {
+        if !reflected.reached(0, PATIENCE).await {
             return None;
         }
-        let translation = translation.map(|make| make());
-        let namespace = namespace.as_deref();
-        reflected
-            .read(|store, window| {
-                let page = match list.at {
-                    ListAt::NotOlderThan(_) => {
-                        store.page(namespace, &list, store.resource_version(), None)
-                    }
-                    // The provider answers versions the window no longer
-                    // tells (kube-apiserver's own cache then asks etcd).
-                    ListAt::Exact(version) => {
-                        let then = window.reverted_to(version)?;
-                        store.page(namespace, &list, version, Some(&then))
-                    }
-                };
-                Some(match &translation {
-                    Some(translation) => store.list_body(
-                        &page,
-                        |stored| stored.translated(translation),
-                        &translation.continue_token,
-                    ),
-                    None => {
-                        store.list_body(&page, |stored| Some(stored.bytes.clone()), str::to_string)
-                    }
-                })
-            })
-            .flatten()
+        let mut probe = http::Request::builder()
+            .method(http::Method::GET)
+            .uri(request.uri().clone());
+        for (name, value) in request.headers() {
+            if name != ACCEPT {
+                probe = probe.header(name, value);
+            }
+        }
+        let probe = probe
+            .header(ACCEPT, metadata_probe::ACCEPT)
+            .body(Bytes::new())
+            .ok()?;
+        let response = self.inner.send(probe).await.ok()?;
+        if response.status() != http::StatusCode::OK {
+            return None;
+        }
+        let body = response.into_body().collect().await.ok()?.to_bytes();
+        let listed = metadata_probe::decode(&body)?;
+        let items = reflected.resolve(&listed.items, CATCH_UP).await?;
+        Some(Page {
+            items,
+            version: listed.resource_version,
+            continue_token: listed.continue_token,
+            remaining: listed.remaining,
+        })
     }
 
     /// The newest version a write through bindery answered with.
@@ -271,6 +309,28 @@ impl Upstream for CachedUpstream {
     }
 }
 
+/// The page of a versioned `list` from the store: now, or as it was at an
+/// exact version the window still tells.
+fn stored_page(
+    store: &Store,
+    window: &Window,
+    namespace: Option<&str>,
+    list: &CacheableList,
+) -> Option<Page> {
+    match list.at {
+        ListAt::NotOlderThan(_) => {
+            Some(store.page(namespace, list, store.resource_version(), None))
+        }
+        // The provider answers versions the window no longer tells
+        // (kube-apiserver's own cache then asks etcd).
+        ListAt::Exact(version) => {
+            let then = window.reverted_to(version)?;
+            Some(store.page(namespace, list, version, Some(&then)))
+        }
+        ListAt::Consistent => None,
+    }
+}
+
 /// A decoded query string.
 type Query = Vec<(String, String)>;
 
@@ -387,7 +447,7 @@ mod tests {
     }
 
     #[test]
-    fn objects_watches_tables_and_consistent_lists_go_to_the_provider() {
+    fn objects_watches_and_tables_go_to_the_provider() {
         for (uri, accept) in [
             (
                 "/apis/example.com/v1/namespaces/a/widgets/w?resourceVersion=0",
@@ -397,7 +457,6 @@ mod tests {
                 "/apis/example.com/v1/widgets?watch=true&resourceVersion=0",
                 None,
             ),
-            ("/apis/example.com/v1/widgets", None),
             (
                 "/apis/example.com/v1/widgets?resourceVersion=0",
                 Some("application/json;as=Table;v=v1;g=meta.k8s.io"),

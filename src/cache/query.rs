@@ -2,6 +2,7 @@
 //! with what filter, following kube-apiserver's own rules for serving from
 //! its watch cache (`k8s.io/apiserver` v1.34, `cacher/delegator.go` and
 //! `watch_cache.go`):
+//! - consistent lists (no version), whose objects the provider names;
 //! - lists at `resourceVersion=0` (the newest state, any `limit` ignored),
 //!   not older than a version (`NotOlderThan`, or a version with no match and
 //!   no limit), exactly at a version (`Exact`, or a version with a limit),
@@ -11,9 +12,8 @@
 //! - with label selectors it parses and field selectors on
 //!   `metadata.name`/`metadata.namespace`.
 //!
-//! Anything else, including every malformed selector, token or version and
-//! every consistent (unversioned) read, goes to the provider, which gives the
-//! exact answer or error. Continue tokens are kube-apiserver's own format, so
+//! Anything else, including every malformed selector, token or version,
+//! goes to the provider, which gives the exact answer or error. Continue tokens are kube-apiserver's own format, so
 //! that a page the cache cannot serve any more can be asked of the provider
 //! with the same token. Pure.
 
@@ -46,6 +46,9 @@ pub struct CacheableList {
 /// Which state of the resource a list shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ListAt {
+    /// The provider's newest: which objects, at which versions, only the
+    /// provider can tell (see [`super::metadata_probe`]).
+    Consistent,
     /// The newest the cache has, once it is at least this new (0: any).
     NotOlderThan(u64),
     /// The state exactly at this version.
@@ -204,8 +207,8 @@ impl CacheableList {
                 (ListAt::Exact(token.version), limit, Some(token.start))
             }
             (Some(_), _, _) => return None,
-            // Consistent: only the provider knows its newest version.
-            (None, "", _) => return None,
+            (None, "", None) => (ListAt::Consistent, limit, None),
+            (None, "", Some(_)) => return None,
             // The newest state, whole: kube-apiserver ignores the limit.
             (None, "0", None | Some("NotOlderThan")) => (ListAt::NotOlderThan(0), None, None),
             (None, version, None) if limit.is_some() => {
@@ -534,13 +537,14 @@ mod tests {
         for (pairs, want) in cases {
             assert_eq!(asked(pairs), Some(want), "{pairs:?}");
         }
+        // Consistent: the provider names the objects.
+        for consistent in [&[][..], &[("resourceVersion", "")][..]] {
+            assert_eq!(asked(consistent), Some((Consistent, None, None)));
+        }
+        assert_eq!(asked(&[("limit", "5")]), Some((Consistent, Some(5), None)));
         let inconsistent =
             URL_SAFE_NO_PAD.encode(r#"{"v":"meta.k8s.io/v1","rv":-1,"start":"/a\u0000"}"#);
         for unanswerable in [
-            // Consistent: only the provider knows its newest version.
-            &[][..],
-            &[("resourceVersion", "")][..],
-            &[("limit", "5")][..],
             // Errors kube-apiserver words.
             &[("resourceVersion", "0"), ("resourceVersionMatch", "Exact")][..],
             &[("resourceVersionMatch", "NotOlderThan")][..],

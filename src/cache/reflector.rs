@@ -7,7 +7,7 @@
 //! out as the changes it makes, so watchers stay attached across it.
 
 use super::changes::{Change, Window};
-use super::store::{Applied, Store};
+use super::store::{Applied, Store, Stored};
 use super::subscribers::Subscribers;
 use http::header::ACCEPT;
 use kube::core::WatchEvent;
@@ -84,6 +84,39 @@ impl Reflected {
         tokio::time::timeout(patience, seen.wait_for(|v| *v >= wanted))
             .await
             .is_ok_and(|r| r.is_ok())
+    }
+
+    /// The objects `listed` names ((namespace, name, resourceVersion)), in
+    /// order, from the store or the changes it kept; when some are not
+    /// there yet, waits for the store to move, at most `patience`. `None`
+    /// when they never all are.
+    pub async fn resolve(
+        &self,
+        listed: &[(String, String, u64)],
+        patience: Duration,
+    ) -> Option<Vec<Arc<Stored>>> {
+        let deadline = tokio::time::Instant::now() + patience;
+        let mut moved = self.version.subscribe();
+        loop {
+            moved.borrow_and_update();
+            let found = self.read(|store, window| {
+                listed
+                    .iter()
+                    .map(|(namespace, name, version)| {
+                        store
+                            .object_at(namespace, name, *version)
+                            .or_else(|| window.find(namespace, name, *version))
+                    })
+                    .collect::<Option<Vec<_>>>()
+            });
+            if let Some(Some(found)) = found {
+                return Some(found);
+            }
+            tokio::time::timeout_at(deadline, moved.changed())
+                .await
+                .ok()?
+                .ok()?;
+        }
     }
 
     /// Takes a fresh list: the first, or a relist, which is handed out as

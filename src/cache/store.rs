@@ -55,6 +55,11 @@ impl Stored {
         object_key(&self.namespace, &self.name)
     }
 
+    /// Whether it is object `namespace`/`name` at `version`.
+    pub fn is(&self, namespace: &str, name: &str, version: u64) -> bool {
+        self.version == version && self.name == name && self.namespace == namespace
+    }
+
     /// The consumer form under `translation`, made at most once per change
     /// of the object (and per translation key).
     pub fn translated(&self, translation: &Translation) -> Option<Bytes> {
@@ -193,10 +198,13 @@ impl Store {
     }
 
     /// The changes that lead from this store to `newer` (a fresh list of the
-    /// same resource), in resourceVersion order: what a watcher missed while
-    /// the store could not follow the provider. An object changed several
-    /// times in between shows once, in its newest form; deletions come last,
-    /// at `newer`'s version.
+    /// same resource), in resourceVersion order, each at its own version:
+    /// what a watcher missed while the store could not follow the provider.
+    /// An object changed several times in between shows once, in its newest
+    /// form. When a deletion happened is not known, only that it took a
+    /// version between the two lists that no listed object has; each is told
+    /// at the first such version still free. So a watcher that resumes from
+    /// any version it was told misses nothing: no two changes share one.
     pub fn changes_to(&self, newer: &Store) -> Vec<Change> {
         let mut changes: Vec<Change> = newer
             .objects
@@ -216,7 +224,9 @@ impl Store {
                 })
             })
             .collect();
-        changes.sort_by_key(|change| change.version);
+        let taken: std::collections::BTreeSet<u64> = changes.iter().map(|c| c.version).collect();
+        let mut free = (self.resource_version + 1..=newer.resource_version)
+            .filter(|version| !taken.contains(version));
         for (key, previous) in &self.objects {
             if newer.objects.contains_key(key) {
                 continue;
@@ -224,20 +234,27 @@ impl Store {
             let Ok(mut object) = serde_json::from_slice::<Value>(&previous.bytes) else {
                 continue;
             };
+            let version = free.next().unwrap_or(newer.resource_version);
             if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-                metadata.insert(
-                    "resourceVersion".into(),
-                    newer.resource_version.to_string().into(),
-                );
+                metadata.insert("resourceVersion".into(), version.to_string().into());
             }
             changes.push(Change {
-                version: newer.resource_version,
+                version,
                 kind: ChangeKind::Deleted,
                 object: Arc::new(Stored::of(&object)),
                 previous: Some(previous.clone()),
             });
         }
+        changes.sort_by_key(|change| change.version);
         changes
+    }
+
+    /// Object `namespace`/`name`, if the store holds it at `version`.
+    pub fn object_at(&self, namespace: &str, name: &str, version: u64) -> Option<Arc<Stored>> {
+        self.objects
+            .get(&object_key(namespace, name))
+            .filter(|stored| stored.version == version)
+            .cloned()
     }
 
     /// The objects `selection` selects in `namespace` (all when `None`), in
@@ -694,15 +711,38 @@ mod tests {
         assert_eq!(
             told,
             [
+                (11, ChangeKind::Deleted, "w2".to_string()),
                 (12, ChangeKind::Added, "w5".to_string()),
                 (14, ChangeKind::Modified, "w1".to_string()),
-                (20, ChangeKind::Deleted, "w2".to_string()),
             ],
-            "in version order, the unchanged object left out"
+            "in version order, each at a version of its own (the deletion at the \
+             first one no listed object has), the unchanged object left out"
         );
-        let deleted = &old_with_same.changes_to(&newer)[2];
+        let deleted = &old_with_same.changes_to(&newer)[0];
         let object: Value = serde_json::from_slice(&deleted.object.bytes).unwrap();
-        assert_eq!(object["metadata"]["resourceVersion"], "20");
+        assert_eq!(object["metadata"]["resourceVersion"], "11");
+        // Versions an object has are never a deletion's: two deletions
+        // around an object at 12 take 11 and 13.
+        let mut last = widget("c", "w5", "12", json!({}));
+        last.as_object_mut().unwrap().remove("kind");
+        let tight = Store::from_list(
+            &json!({"apiVersion": "example.com/v1", "kind": "WidgetList",
+            "metadata": {"resourceVersion": "13"}, "items": [last]}),
+        )
+        .unwrap();
+        let versions: Vec<(u64, ChangeKind)> = store()
+            .changes_to(&tight)
+            .iter()
+            .map(|c| (c.version, c.kind))
+            .collect();
+        assert_eq!(
+            versions,
+            [
+                (11, ChangeKind::Deleted),
+                (12, ChangeKind::Added),
+                (13, ChangeKind::Deleted)
+            ]
+        );
     }
 
     #[test]

@@ -613,8 +613,8 @@ fn a_client_watch_through_a_provider_restart_sees_every_change_once() {
     assert_eq!(told.len(), 7, "seven changes, each once: {events:?}");
     // The outage's three changes and the one after it come in
     // resourceVersion order: a deletion bindery did not see happen is told
-    // at the version of the list that showed it gone, which may be after
-    // `e`. The first three came as they were made.
+    // at a version between the two lists that no listed object has, which
+    // need not be where it happened. The first three came as they were made.
     told[3..].sort();
     let pair = |k: &str, n: &str| (k.to_string(), n.to_string());
     assert_eq!(

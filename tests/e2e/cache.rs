@@ -5,7 +5,8 @@
 //! WATCHes than after the first (its own metrics say so), while each
 //! consumer still sees exactly its own objects and events, its own writes
 //! at once, and no other consumer's. A consistent list (no resourceVersion)
-//! still goes to the provider.
+//! asks the provider only which objects at which versions, and its bodies
+//! come from the cache.
 
 use crate::bind::gadget_crd;
 use crate::bindery::{Consumer, bindery};
@@ -121,11 +122,17 @@ impl Drop for ClientWatch {
     }
 }
 
+/// The size of each Gadget's spec: far more than its metadata.
+const SPEC_BYTES: usize = 8_000;
+
 /// Creates Gadget `name` in the consumer's `default` namespace.
 fn create_gadget(consumer: &Consumer, group: &str, name: &str) {
-    let gadget = format!(
-        "{{\"apiVersion\":\"{group}/v1\",\"kind\":\"Gadget\",\"metadata\":{{\"name\":\"{name}\"}}}}"
-    );
+    let gadget = serde_json::json!({
+        "apiVersion": format!("{group}/v1"), "kind": "Gadget",
+        "metadata": {"name": name},
+        "spec": {"blob": "x".repeat(SPEC_BYTES)},
+    })
+    .to_string();
     crate::workspace::consumer_write(consumer, &["create", "-f", "-"], Some(&gadget));
 }
 
@@ -325,10 +332,29 @@ fn any_version_lists_and_watches_of_every_consumer_share_one_upstream_list_and_w
         samples()
     );
     drop(watches);
-    // A consistent list is the provider's.
+    // A consistent list: the provider names the objects and their
+    // versions in a metadata list (one LIST, a few hundred bytes per
+    // object), and the bodies are the cache's.
+    let sent = || {
+        provider_metric(
+            "apiserver_response_sizes_sum",
+            &[("verb", "LIST"), ("group", &group), ("resource", "gadgets")],
+        )
+    };
+    let sent_before = sent();
+    let consistent = get_raw(&consumers[0], &collection);
+    assert_eq!(names(&consistent), ["g0", "h0", "w0"]);
     assert_eq!(
-        names(&get_raw(&consumers[0], &collection)),
-        ["g0", "h0", "w0"]
+        consistent["items"][2]["spec"]["blob"]
+            .as_str()
+            .map(str::len),
+        Some(SPEC_BYTES)
     );
     assert_eq!(lists("namespace"), before.0 + 1.0);
+    let provider_bytes = sent() - sent_before;
+    assert!(
+        provider_bytes > 0.0 && provider_bytes < SPEC_BYTES as f64,
+        "the provider sent {provider_bytes} bytes for a consistent list of three objects \
+         of {SPEC_BYTES} bytes each: the bodies did not come from the cache"
+    );
 }

@@ -19,14 +19,62 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use kube::core::{Expression, Selector, SelectorExt};
-use std::collections::{BTreeMap, BTreeSet};
+use kube::core::Expression;
+use std::collections::BTreeSet;
 
 /// What a list or watch selects: labels and metadata fields.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Selection {
-    pub labels: Selector,
+    pub labels: LabelSelector,
     pub fields: Vec<FieldTerm>,
+}
+
+/// A label selector: every requirement must hold.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LabelSelector(Vec<Expression>);
+
+impl LabelSelector {
+    /// Whether `labels` meet every requirement, as kube-apiserver decides.
+    pub fn matches(&self, labels: &Labels) -> bool {
+        self.0.iter().all(|requirement| match requirement {
+            Expression::Equal(key, value) => labels.get(key) == Some(value.as_str()),
+            Expression::NotEqual(key, value) => labels.get(key) != Some(value.as_str()),
+            Expression::In(key, values) => labels.get(key).is_some_and(|v| values.contains(v)),
+            Expression::NotIn(key, values) => !labels.get(key).is_some_and(|v| values.contains(v)),
+            Expression::Exists(key) => labels.get(key).is_some(),
+            Expression::DoesNotExist(key) => labels.get(key).is_none(),
+        })
+    }
+
+    pub fn selects_all(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// An object's labels, kept small (a store holds one per object): sorted
+/// pairs in one boxed slice.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Labels(Box<[(Box<str>, Box<str>)]>);
+
+impl Labels {
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .binary_search_by(|(k, _)| (**k).cmp(key))
+            .ok()
+            .map(|i| &*self.0[i].1)
+    }
+}
+
+impl<K: Into<Box<str>>, V: Into<Box<str>>> FromIterator<(K, V)> for Labels {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(pairs: I) -> Self {
+        let mut pairs: Vec<(Box<str>, Box<str>)> = pairs
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        pairs.sort();
+        pairs.dedup_by(|a, b| a.0 == b.0);
+        Self(pairs.into_boxed_slice())
+    }
 }
 
 /// A list the cache can answer.
@@ -35,7 +83,7 @@ pub struct CacheableList {
     pub at: ListAt,
     /// What every object of the list must carry, before anything is
     /// selected: the consumer's identity labels on a list across namespaces.
-    pub scope: Selector,
+    pub scope: LabelSelector,
     pub selection: Selection,
     /// At most this many items, then a continue token.
     pub limit: Option<u64>,
@@ -241,7 +289,7 @@ impl Selection {
     }
 
     /// Whether an object with these coordinates and labels is selected.
-    pub fn selects(&self, namespace: &str, name: &str, labels: &BTreeMap<String, String>) -> bool {
+    pub fn selects(&self, namespace: &str, name: &str, labels: &Labels) -> bool {
         self.labels.matches(labels)
             && self.fields.iter().all(|term| {
                 let actual = match term.field {
@@ -312,7 +360,7 @@ impl ContinueToken {
 
 /// kube-apiserver's label selector syntax, or `None` for anything this
 /// parser is not sure of.
-pub fn parse_label_selector(selector: &str) -> Option<Selector> {
+pub fn parse_label_selector(selector: &str) -> Option<LabelSelector> {
     let mut expressions = Vec::new();
     for requirement in split_requirements(selector)? {
         let requirement = requirement.trim();
@@ -321,7 +369,7 @@ pub fn parse_label_selector(selector: &str) -> Option<Selector> {
         }
         expressions.push(parse_requirement(requirement)?);
     }
-    Some(Selector::from_iter(expressions))
+    Some(LabelSelector(expressions))
 }
 
 /// Splits on commas outside parentheses; `None` for unbalanced ones.
@@ -461,11 +509,8 @@ mod tests {
             .collect()
     }
 
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+    fn labels(pairs: &[(&str, &str)]) -> Labels {
+        pairs.iter().map(|(k, v)| (*k, *v)).collect()
     }
 
     /// What a list query asks of the cache: (version, limit, start).
@@ -781,6 +826,33 @@ mod tests {
     }
 
     proptest! {
+        /// Selectors match exactly as kube's own evaluation of the same
+        /// requirements does.
+        #[test]
+        fn label_selectors_match_as_kubes_selector(
+            requirements in proptest::collection::vec(
+                ("[ab]", "[xy]?", 0..6usize), 0..4),
+            on in proptest::collection::btree_map("[abc]", "[xyz]?", 0..3),
+        ) {
+            use kube::core::{Selector, SelectorExt};
+            let selector = requirements
+                .iter()
+                .map(|(key, value, op)| match op {
+                    0 => format!("{key}={value}"),
+                    1 => format!("{key}!={value}"),
+                    2 => format!("{key} in ({value},z)"),
+                    3 => format!("{key} notin ({value},z)"),
+                    4 => key.to_string(),
+                    _ => format!("!{key}"),
+                })
+                .collect::<Vec<_>>()
+                .join(",");
+            let ours = parse_label_selector(&selector).expect("a selector this parser reads");
+            let kubes = Selector::from_iter(ours.0.clone());
+            let labels: Labels = on.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            prop_assert_eq!(ours.matches(&labels), kubes.matches(&on), "{} on {:?}", selector, on);
+        }
+
         #[test]
         fn arbitrary_watch_queries_never_panic(version in "\\PC{0,12}", selector in "\\PC{0,30}") {
             let _ = CacheableWatch::of_query(&query(&[

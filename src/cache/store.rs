@@ -8,10 +8,10 @@
 //! as a [`Change`] for the watchers. Pure.
 
 use super::changes::{Change, ChangeKind};
-use super::query::{CacheableList, ContinueToken, Selection};
+use super::query::{CacheableList, ContinueToken, Labels, Selection};
 use crate::upstream::Translation;
 use bytes::Bytes;
-use kube::core::{SelectorExt, WatchEvent};
+use kube::core::WatchEvent;
 use serde_json::Value;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -25,7 +25,7 @@ pub struct Stored {
     pub namespace: String,
     pub name: String,
     pub bytes: Bytes,
-    pub labels: BTreeMap<String, String>,
+    pub labels: Labels,
     version: u64,
     translated: Mutex<Option<(u64, Option<Bytes>)>>,
 }
@@ -38,12 +38,12 @@ impl Stored {
             .as_object()
             .into_iter()
             .flatten()
-            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+            .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
             .collect();
         Self {
             namespace,
             name,
-            bytes: Bytes::from(serde_json::to_vec(object).unwrap_or_default()),
+            bytes: exact(serde_json::to_vec(object).unwrap_or_default()),
             labels,
             version: version_of(object).unwrap_or(0),
             translated: Mutex::new(None),
@@ -67,7 +67,7 @@ impl Stored {
         match memo.as_ref() {
             Some((key, made)) if *key == translation.key => made.clone(),
             _ => {
-                let made = (translation.item)(&self.bytes).map(Bytes::from);
+                let made = (translation.item)(&self.bytes).map(exact);
                 *memo = Some((translation.key, made.clone()));
                 made
             }
@@ -480,6 +480,13 @@ fn version_of(object: &Value) -> Option<u64> {
         .and_then(|v| v.parse::<u64>().ok())
 }
 
+/// Bytes that hold `bytes` and no spare capacity (a store keeps them for as
+/// long as the object is unchanged).
+fn exact(mut bytes: Vec<u8>) -> Bytes {
+    bytes.shrink_to_fit();
+    Bytes::from(bytes)
+}
+
 fn json_string(s: &str) -> Vec<u8> {
     serde_json::to_vec(s).unwrap_or_default()
 }
@@ -670,8 +677,11 @@ mod tests {
             "object": widget("b", "w1", "11", json!({"app": "web"}))})));
         let change = change.expect("a change");
         assert_eq!((change.version, change.kind), (11, ChangeKind::Modified));
-        assert_eq!(change.previous.as_ref().unwrap().labels["app"], "db");
-        assert_eq!(change.object.labels["app"], "web");
+        assert_eq!(
+            change.previous.as_ref().unwrap().labels.get("app"),
+            Some("db")
+        );
+        assert_eq!(change.object.labels.get("app"), Some("web"));
         let (_, change) = store.apply(&event(json!({"type": "DELETED",
             "object": widget("a", "w2", "12", json!({}))})));
         let change = change.expect("a change");

@@ -19,6 +19,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -56,7 +57,10 @@ impl Measured {
         let wrap = std::env::var("BINDERY_BENCH_WRAP").unwrap_or_default();
         let mut command: Vec<String> = wrap.split_whitespace().map(str::to_string).collect();
         command.push(env!("CARGO_BIN_EXE_bindery").to_string());
+        // Its own process group, so that a wrapping profiler and bindery
+        // stop together.
         let mut child = Command::new(&command[0])
+            .process_group(0)
             .args(&command[1..])
             .args(["serve", "--controllers=false", "--listen", "127.0.0.1:0"])
             .arg("--provider-kubeconfig")
@@ -99,6 +103,11 @@ impl Measured {
 
 impl Drop for Measured {
     fn drop(&mut self) {
+        // The whole group: under `BINDERY_BENCH_WRAP` the child is the
+        // profiler, and bindery its child.
+        let _ = Command::new("kill")
+            .args(["--", &format!("-{}", self.child.id())])
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

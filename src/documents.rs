@@ -47,7 +47,8 @@ pub fn document(
     path: &ApiPath,
     headers: &HeaderMap,
 ) -> Option<Option<Rendered>> {
-    let specs = view.specs();
+    // Copied only for a document path: every request asks here first.
+    let specs = || view.specs();
     let accept = headers.get(ACCEPT).and_then(|v| v.to_str().ok());
     let format = discovery::negotiate::negotiate(accept);
     let aggregated = |value| Rendered::Tagged {
@@ -66,17 +67,17 @@ pub fn document(
             DiscoveryFormat::Legacy => Rendered::Plain(discovery::legacy::api_versions(None)),
         }),
         ApiPath::GroupList => Some(match format {
-            DiscoveryFormat::Aggregated => aggregated(discovery::aggregated::apis(&specs)),
-            DiscoveryFormat::Legacy => Rendered::Plain(discovery::legacy::api_group_list(&specs)),
+            DiscoveryFormat::Aggregated => aggregated(discovery::aggregated::apis(&specs())),
+            DiscoveryFormat::Legacy => Rendered::Plain(discovery::legacy::api_group_list(&specs())),
         }),
-        ApiPath::Group(group) => discovery::legacy::api_group(&specs, group).map(Rendered::Plain),
+        ApiPath::Group(group) => discovery::legacy::api_group(&specs(), group).map(Rendered::Plain),
         ApiPath::GroupVersion { group, version } => {
-            discovery::legacy::api_resource_list(&specs, group, version).map(Rendered::Plain)
+            discovery::legacy::api_resource_list(&specs(), group, version).map(Rendered::Plain)
         }
-        ApiPath::OpenApiV2 => Some(json(discovery::openapi::v2(&specs))),
-        ApiPath::OpenApiV3Root => Some(Rendered::Plain(discovery::openapi::v3_root(&specs))),
+        ApiPath::OpenApiV2 => Some(json(discovery::openapi::v2(&specs()))),
+        ApiPath::OpenApiV3Root => Some(Rendered::Plain(discovery::openapi::v3_root(&specs()))),
         ApiPath::OpenApiV3GroupVersion { group, version } => {
-            discovery::openapi::v3_group_version(&specs, group, version).map(json)
+            discovery::openapi::v3_group_version(&specs(), group, version).map(json)
         }
         _ => return None,
     })

@@ -12,7 +12,7 @@ use crate::proxy::Proxy;
 use crate::proxy::namespaces::NamespaceProvisioner;
 use crate::router::App;
 use crate::translate::continue_token::ContinueTokens;
-use crate::upstream::KubeUpstream;
+use crate::upstream::ProviderUpstream;
 use anyhow::{Context, Result};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -31,7 +31,11 @@ pub struct Options {
 }
 
 pub async fn run(options: Options) -> Result<()> {
-    let client = provider_client(options.provider_kubeconfig.as_deref()).await?;
+    let config = provider_config(options.provider_kubeconfig.as_deref()).await?;
+    let client = kube::Client::try_from(config.clone()).context("making the provider client")?;
+    let upstream = Arc::new(
+        ProviderUpstream::new(&config).context("making the provider client of the proxy")?,
+    );
     let version = client
         .apiserver_version()
         .await
@@ -76,12 +80,12 @@ pub async fn run(options: Options) -> Result<()> {
         proxy: Proxy {
             upstream: if options.watch_cache {
                 Arc::new(CachedUpstream::new(
-                    Arc::new(KubeUpstream::new(client.clone())),
+                    upstream,
                     client.clone(),
                     stop_rx.clone(),
                 ))
             } else {
-                Arc::new(KubeUpstream::new(client.clone()))
+                upstream
             },
             tokens: Arc::new(ContinueTokens::random()),
             namespaces: NamespaceProvisioner::new(client.clone()),
@@ -141,7 +145,13 @@ fn listen_url(address: SocketAddr) -> String {
 }
 
 pub async fn provider_client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client> {
-    let config = match kubeconfig {
+    kube::Client::try_from(provider_config(kubeconfig).await?).context("making the provider client")
+}
+
+/// The provider's client config: from `kubeconfig`, else inferred (in-cluster
+/// or the default kubeconfig).
+pub async fn provider_config(kubeconfig: Option<&std::path::Path>) -> Result<kube::Config> {
+    Ok(match kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("reading {}", path.display()))?;
@@ -155,8 +165,7 @@ pub async fn provider_client(kubeconfig: Option<&std::path::Path>) -> Result<kub
         None => kube::Config::infer()
             .await
             .context("finding the provider's kubeconfig")?,
-    };
-    kube::Client::try_from(config).context("making the provider client")
+    })
 }
 
 pub async fn wait_for_signal() {

@@ -74,7 +74,63 @@ pub struct Translation {
 /// A provider object's JSON into a consumer's (`None`: not the consumer's).
 pub type ItemTranslator = Box<dyn Fn(&[u8]) -> Option<Vec<u8>> + Send + Sync>;
 
-/// The provider reached with a kube-rs client.
+/// The provider as the proxy reaches it: a plain hyper client with the TLS,
+/// server address and credentials kube-rs makes from the provider's config,
+/// but without what a `kube::Client` adds on the way: its request buffer
+/// (a task every request passes through, a cross-thread hop on a
+/// latency-bound path) and its retries (kube-rs retries 429, 503 and 504 up
+/// to 15 times, so the consumer would wait out the provider's throttling
+/// instead of getting kube-apiserver's answer and its `Retry-After`).
+pub struct ProviderUpstream {
+    service: tower::util::BoxCloneSyncService<
+        http::Request<http_body_util::Full<Bytes>>,
+        http::Response<hyper::body::Incoming>,
+        BoxError,
+    >,
+}
+
+impl ProviderUpstream {
+    pub fn new(config: &kube::Config) -> kube::Result<Self> {
+        use kube::client::ConfigExt;
+        use tower::ServiceBuilder;
+        let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(config.connect_timeout);
+        let https = config.rustls_https_connector_with_connector(http)?;
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build(https);
+        let service = ServiceBuilder::new()
+            .layer(config.base_uri_layer())
+            .option_layer(config.auth_layer()?)
+            .layer(config.extra_headers_layer()?)
+            .map_err(|e: BoxError| e)
+            .service(tower::ServiceExt::map_err(client, BoxError::from));
+        Ok(Self {
+            service: tower::util::BoxCloneSyncService::new(service),
+        })
+    }
+}
+
+impl Upstream for ProviderUpstream {
+    fn send(
+        &self,
+        request: http::Request<Bytes>,
+    ) -> Pin<Box<dyn Future<Output = Result<http::Response<BoxBody>, BoxError>> + Send + '_>> {
+        let call = tower::ServiceExt::oneshot(
+            self.service.clone(),
+            request.map(http_body_util::Full::new),
+        );
+        Box::pin(async move {
+            let response = call.await?;
+            Ok(response.map(|body| body.map_err(|e| Box::new(e) as BoxError).boxed_unsync()))
+        })
+    }
+}
+
+/// A server reached with a kube-rs client (an app cluster's, for the
+/// objects claimed there).
 pub struct KubeUpstream {
     client: kube::Client,
 }

@@ -25,6 +25,7 @@ pub mod schema_compat;
 pub mod serve;
 pub mod server;
 pub mod status;
+pub mod token_key;
 pub mod translate;
 pub mod upstream;
 pub mod workspace;

@@ -170,6 +170,10 @@ struct ServeArgs {
     /// list+watch per provider resource (`BINDERY_WATCH_CACHE`).
     #[arg(long, env = "BINDERY_WATCH_CACHE", default_value_t = true, action = clap::ArgAction::Set)]
     watch_cache: bool,
+    /// The provider Secret (`<namespace>/<name>`) holding the key continue tokens are sealed
+    /// with, shared by every replica; made when missing.
+    #[arg(long, default_value = "kube-system/bindery-continue-tokens")]
+    continue_token_secret: bindery::token_key::KeySecret,
     #[command(flatten)]
     lease: LeaseArgs,
 }
@@ -335,6 +339,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }),
         cluster_namespace_prefix: args.cluster_namespace_prefix,
         watch_cache: args.watch_cache,
+        token_key: args.continue_token_secret,
     }))
 }
 

@@ -28,6 +28,8 @@ pub struct Options {
     pub controllers: Option<crate::controllers::Options>,
     /// Answer the lists it can from the shared watch cache ([`crate::cache`]).
     pub watch_cache: bool,
+    /// Where the continue-token key every replica shares is kept.
+    pub token_key: crate::token_key::KeySecret,
 }
 
 pub async fn run(options: Options) -> Result<()> {
@@ -87,7 +89,7 @@ pub async fn run(options: Options) -> Result<()> {
             } else {
                 upstream
             },
-            tokens: Arc::new(ContinueTokens::random()),
+            tokens: Arc::new(continue_tokens(&client, &options.token_key).await),
             namespaces: NamespaceProvisioner::new(client.clone()),
             shutdown: stop_rx,
         },
@@ -141,6 +143,23 @@ fn listen_url(address: SocketAddr) -> String {
         format!("https://localhost:{}", address.port())
     } else {
         format!("https://{address}")
+    }
+}
+
+/// Continue tokens under the key every replica shares; under a key of this
+/// process alone when the shared one cannot be had (its tokens then open
+/// only here, which a single replica does not notice).
+async fn continue_tokens(
+    client: &kube::Client,
+    secret: &crate::token_key::KeySecret,
+) -> ContinueTokens {
+    match crate::token_key::shared_key(client, secret).await {
+        Ok(key) => ContinueTokens::new(key),
+        Err(error) => {
+            tracing::warn!(%error, namespace = %secret.namespace, name = %secret.name,
+                "no shared continue-token key; tokens will open on this replica only");
+            ContinueTokens::random()
+        }
     }
 }
 

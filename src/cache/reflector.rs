@@ -11,6 +11,7 @@ use super::store::{Applied, Store, Stored};
 use super::subscribers::Subscribers;
 use http::header::ACCEPT;
 use kube::core::WatchEvent;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -33,6 +34,9 @@ pub struct Reflected {
     cached: RwLock<Option<Cached>>,
     subscribers: Mutex<Subscribers>,
     version: watch::Sender<u64>,
+    /// Its last LIST failed (a resource the provider does not serve, or
+    /// will not list to bindery): readers then do not wait for it.
+    list_failed: AtomicBool,
 }
 
 impl Reflected {
@@ -77,8 +81,12 @@ impl Reflected {
     }
 
     /// Waits until the store has reached `version` (0: until it is listed),
-    /// at most `patience`. Whether it did.
+    /// at most `patience`, and not at all while its LIST fails. Whether it
+    /// did.
     pub async fn reached(&self, version: u64, patience: Duration) -> bool {
+        if self.list_failed.load(Ordering::Relaxed) && *self.version.borrow() < version.max(1) {
+            return false;
+        }
         let mut seen = self.version.subscribe();
         let wanted = version.max(1);
         tokio::time::timeout(patience, seen.wait_for(|v| *v >= wanted))
@@ -176,6 +184,7 @@ pub fn start(client: kube::Client, collection: String) -> Arc<Reflected> {
         cached: RwLock::new(None),
         subscribers: Mutex::new(Subscribers::default()),
         version,
+        list_failed: AtomicBool::new(false),
     });
     tokio::spawn(run(client, collection, reflected.clone()));
     reflected
@@ -203,9 +212,11 @@ async fn list(client: &kube::Client, collection: &str, reflected: &Reflected) ->
             let store = Store::from_list(&list)?;
             let version = store.resource_version();
             reflected.set(store);
+            reflected.list_failed.store(false, Ordering::Relaxed);
             Some(version)
         }
         Err(e) => {
+            reflected.list_failed.store(true, Ordering::Relaxed);
             tracing::warn!(%collection, error = %e, "the watch cache cannot list");
             None
         }
@@ -254,5 +265,35 @@ async fn follow(client: &kube::Client, collection: &str, reflected: &Reflected, 
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unlisted(list_failed: bool) -> Reflected {
+        Reflected {
+            cached: RwLock::new(None),
+            subscribers: Mutex::new(Subscribers::default()),
+            version: watch::channel(0).0,
+            list_failed: AtomicBool::new(list_failed),
+        }
+    }
+
+    // Paused time: the waits are counted, not timed.
+    #[tokio::test(start_paused = true)]
+    async fn readers_wait_for_a_list_only_while_it_can_come() {
+        let patience = Duration::from_millis(300);
+        let started = tokio::time::Instant::now();
+        assert!(!unlisted(true).reached(0, patience).await);
+        assert_eq!(
+            started.elapsed(),
+            Duration::ZERO,
+            "a failing LIST is not waited for"
+        );
+        let started = tokio::time::Instant::now();
+        assert!(!unlisted(false).reached(0, patience).await);
+        assert!(started.elapsed() >= patience, "a LIST under way is");
     }
 }

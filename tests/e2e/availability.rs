@@ -658,24 +658,8 @@ fn a_list_begun_on_one_replica_goes_on_on_another() {
     let replica = bindery_reaching(&clusters().provider.server);
     let names = |body: &str| -> (Vec<String>, String) {
         let list: serde_json::Value = serde_json::from_str(body).expect(body);
-        let names = list["items"]
-            .as_array()
-            .expect(body)
-            .iter()
-            .map(|i| {
-                i["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string()
-            })
-            .collect();
-        (
-            names,
-            list["metadata"]["continue"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-        )
+        let token = list["metadata"]["continue"].as_str().unwrap_or_default();
+        (crate::cache::names(&list), token.to_string())
     };
     let collection = "/apis/db.example.com/v1/namespaces/default/postgresqlinstances";
     // Consistent (the provider's token) and versioned (the cache's token)

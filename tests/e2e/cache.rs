@@ -136,7 +136,8 @@ fn create_gadget(consumer: &Consumer, group: &str, name: &str) {
     crate::workspace::consumer_write(consumer, &["create", "-f", "-"], Some(&gadget));
 }
 
-fn names(list: &serde_json::Value) -> Vec<String> {
+/// The names of a list's items.
+pub(crate) fn names(list: &serde_json::Value) -> Vec<String> {
     list["items"]
         .as_array()
         .unwrap_or_else(|| panic!("a list: {list}"))

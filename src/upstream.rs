@@ -105,7 +105,6 @@ impl ProviderUpstream {
             .layer(config.base_uri_layer())
             .option_layer(config.auth_layer()?)
             .layer(config.extra_headers_layer()?)
-            .map_err(|e: BoxError| e)
             .service(tower::ServiceExt::map_err(client, BoxError::from));
         Ok(Self {
             service: tower::util::BoxCloneSyncService::new(service),

@@ -1,6 +1,12 @@
 //! The `bindery` command line: one binary, one subcommand per job.
 #![forbid(unsafe_code)]
 
+/// jemalloc, not glibc's malloc: with one connection per app cluster and
+/// small objects, glibc's per-thread arenas kept about 11 KiB more resident
+/// per consumer in `benches/memory` (see benches/RESULTS.md).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use std::net::IpAddr;
@@ -174,6 +180,10 @@ struct ServeArgs {
     /// with, shared by every replica; made when missing.
     #[arg(long, default_value = "kube-system/bindery-continue-tokens")]
     continue_token_secret: bindery::token_key::KeySecret,
+    /// Close a client connection that has had no request in flight for this long (seconds),
+    /// as kube-apiserver does after 90.
+    #[arg(long, default_value_t = 90)]
+    idle_connection_timeout: u64,
     #[command(flatten)]
     lease: LeaseArgs,
 }
@@ -340,6 +350,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         cluster_namespace_prefix: args.cluster_namespace_prefix,
         watch_cache: args.watch_cache,
         token_key: args.continue_token_secret,
+        idle_connection_timeout: std::time::Duration::from_secs(args.idle_connection_timeout),
     }))
 }
 

@@ -30,6 +30,8 @@ pub struct Options {
     pub watch_cache: bool,
     /// Where the continue-token key every replica shares is kept.
     pub token_key: crate::token_key::KeySecret,
+    /// How long a client connection may stay with no request in flight.
+    pub idle_connection_timeout: std::time::Duration,
 }
 
 pub async fn run(options: Options) -> Result<()> {
@@ -133,7 +135,8 @@ pub async fn run(options: Options) -> Result<()> {
         wait_for_signal().await;
         let _ = stop_tx.send(true);
     };
-    crate::server::run(app, tls, authenticators, listener, shutdown).await;
+    let idle_timeout = options.idle_connection_timeout;
+    crate::server::run(app, tls, authenticators, listener, idle_timeout, shutdown).await;
     Ok(())
 }
 

@@ -1,21 +1,24 @@
-//! bindery's listener: TLS only (rustls), HTTP/2 and HTTP/1.1, the tower
-//! stack of [`layers`] around the [`crate::router::Router`], and graceful
-//! shutdown (stop accepting, end watches, let requests in flight finish).
+//! bindery's listener: TLS only (rustls), HTTP/2 or HTTP/1.1 as ALPN chose,
+//! the tower stack of [`layers`] around the [`crate::router::Router`], and
+//! graceful shutdown (stop accepting, end watches, let requests in flight
+//! finish).
 
+pub mod idle;
 pub mod layers;
 pub mod tls;
 
 use crate::auth::Authenticator;
 use crate::auth::client_cert::peer_certificate;
 use crate::router::{App, Router};
+use http_body_util::BodyExt;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto::Builder;
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceBuilder;
 
@@ -32,6 +35,7 @@ pub async fn run(
     tls: rustls::ServerConfig,
     authenticators: Vec<Box<dyn Authenticator>>,
     listener: TcpListener,
+    idle_timeout: Duration,
     shutdown: impl Future<Output = ()>,
 ) {
     let acceptor = TlsAcceptor::from(Arc::new(tls));
@@ -40,8 +44,11 @@ pub async fn run(
         .layer(layers::LogLayer)
         .layer(layers::AuthnLayer::new(authenticators))
         .service(Router::new(app));
-    let graceful = GracefulShutdown::new();
-    let builder = Builder::new(TokioExecutor::new());
+    // Every connection holds a receiver: shutdown tells them all to drain,
+    // and is over when the last one has been dropped.
+    let (stop, stopping) = watch::channel(false);
+    let http1 = hyper::server::conn::http1::Builder::new();
+    let http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
     tokio::pin!(shutdown);
     loop {
         let (tcp, remote) = tokio::select! {
@@ -54,12 +61,19 @@ pub async fn run(
             },
             _ = &mut shutdown => break,
         };
+        // As Go does for every TCP connection (so kube-apiserver too): a
+        // response's last segment is not held back for the client's ACK.
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::debug!(%error, %remote, "setting TCP_NODELAY failed");
+        }
         let acceptor = acceptor.clone();
         let stack = stack.clone();
-        let builder = builder.clone();
-        let watcher = graceful.watcher();
+        let (http1, http2) = (http1.clone(), http2.clone());
+        let stopping = stopping.clone();
         tokio::spawn(async move {
-            let tls = match acceptor.accept(tcp).await {
+            // Boxed, as the connection is below: the task itself then stays
+            // small for the connection's whole life.
+            let tls = match Box::pin(acceptor.accept(tcp)).await {
                 Ok(tls) => tls,
                 Err(error) => {
                     tracing::debug!(%error, %remote, "TLS handshake failed");
@@ -77,6 +91,9 @@ pub async fn run(
                 .1
                 .server_name()
                 .map(|n| ServerName(n.to_string()));
+            let speaks_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+            let activity = idle::Activity::new();
+            let requests = activity.clone();
             let service =
                 tower::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
                     if let Some(peer) = &peer {
@@ -86,20 +103,82 @@ pub async fn run(
                         request.extensions_mut().insert(name.clone());
                     }
                     let mut stack = stack.clone();
-                    async move { tower::Service::call(&mut stack, request).await }
+                    let in_flight = requests.begin();
+                    // Boxed per request: hyper keeps one slot for the request
+                    // future for as long as the connection is open, and
+                    // unboxed it would be the size of the whole handler.
+                    Box::pin(async move {
+                        let response = tower::Service::call(&mut stack, request).await?;
+                        // In flight until its body has been sent (or dropped).
+                        Ok::<_, std::convert::Infallible>(response.map(|body| {
+                            body.map_frame(move |frame| {
+                                let _ = &in_flight;
+                                frame
+                            })
+                        }))
+                    })
                 });
-            let connection = builder.serve_connection_with_upgrades(
-                TokioIo::new(tls),
-                TowerToHyperService::new(service),
-            );
-            if let Err(error) = watcher.watch(connection.into_owned()).await {
+            // The protocol is the one ALPN agreed on, as Go's server (and so
+            // kube-apiserver) decides it: HTTP/2 only for "h2". Not sniffing
+            // the first bytes also keeps hyper's HTTP/1 read buffer at its
+            // initial 8 KiB (a replayed prefix makes it grow to 16 KiB).
+            let (io, service) = (TokioIo::new(tls), TowerToHyperService::new(service));
+            // Boxed: the connection task then holds only the protocol in use.
+            let ends = Ends {
+                stopping,
+                activity: &activity,
+                idle_timeout,
+            };
+            let ended = if speaks_h2 {
+                let connection = Box::pin(http2.serve_connection(io, service));
+                until_drained(connection, |c| c.graceful_shutdown(), ends).await
+            } else {
+                let connection = Box::pin(http1.serve_connection(io, service).with_upgrades());
+                until_drained(connection, |c| c.graceful_shutdown(), ends).await
+            };
+            if let Err(error) = ended {
                 tracing::debug!(%error, %remote, "connection ended with an error");
             }
         });
     }
     tracing::info!("shutting down: draining connections");
+    drop(stopping);
+    let _ = stop.send(true);
     tokio::select! {
-        _ = graceful.shutdown() => tracing::info!("all connections closed"),
+        _ = stop.closed() => tracing::info!("all connections closed"),
         _ = tokio::time::sleep(DRAIN_TIMEOUT) => tracing::warn!("connections still open after {DRAIN_TIMEOUT:?}; stopping"),
     }
+}
+
+/// What ends a connection: bindery's shutdown (`stopping` turns true, or
+/// its sender is gone), or being idle for `idle_timeout`.
+struct Ends<'a> {
+    stopping: watch::Receiver<bool>,
+    activity: &'a idle::Activity,
+    idle_timeout: Duration,
+}
+
+/// Serves `connection` until it ends; once [`Ends`] says so, `drain` asks it
+/// to finish the requests in flight and take no more, and it is served until
+/// it has.
+async fn until_drained<C, T>(
+    mut connection: Pin<Box<C>>,
+    drain: impl FnOnce(Pin<&mut C>),
+    ends: Ends<'_>,
+) -> T
+where
+    C: Future<Output = T>,
+{
+    let Ends {
+        mut stopping,
+        activity,
+        idle_timeout,
+    } = ends;
+    tokio::select! {
+        ended = connection.as_mut() => return ended,
+        _ = stopping.wait_for(|stop| *stop) => {}
+        _ = activity.idle_for(idle_timeout) => {}
+    }
+    drain(connection.as_mut());
+    connection.await
 }

@@ -21,13 +21,12 @@
 
 use crate::bind::app_cluster_binds;
 use crate::binder::{binder_token, bindery_cli_at, succeeded};
-use crate::bindery::bindery;
+use crate::bindery::{ServingOnly, bindery, serving_only};
 use crate::controllers::{install_examples, request};
 use crate::fixture::{clusters, unique_name};
 use bindery::controllers::naming::cluster_namespace;
 use serde_json::json;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -101,24 +100,12 @@ impl Relay {
 }
 
 /// A `bindery serve` (serving only) whose provider is behind `relay`.
-struct SecondBindery {
-    child: Child,
-    url: String,
-}
-
-impl Drop for SecondBindery {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn second_bindery(relay: &Relay) -> SecondBindery {
+fn second_bindery(relay: &Relay) -> ServingOnly {
     bindery_reaching(&format!("https://127.0.0.1:{}", relay.port))
 }
 
 /// A `bindery serve` (serving only) that reaches the provider at `server`.
-fn bindery_reaching(server: &str) -> SecondBindery {
+fn bindery_reaching(server: &str) -> ServingOnly {
     let provider = &clusters().provider;
     let kubeconfig = std::fs::read_to_string(&provider.kubeconfig).unwrap();
     let relayed = kubeconfig.replace(&provider.server, server);
@@ -131,26 +118,7 @@ fn bindery_reaching(server: &str) -> SecondBindery {
         server.rsplit(':').next().unwrap_or_default()
     ));
     std::fs::write(&path, relayed).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bindery"))
-        .args(["serve", "--controllers=false", "--listen", "127.0.0.1:0"])
-        .arg("--provider-kubeconfig")
-        .arg(&path)
-        .arg("--pki")
-        .arg(&bindery().pki)
-        .env("RUST_LOG", "error,kube_client=off")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("bindery starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("bindery listening on ")
-        .unwrap_or_else(|| panic!("the second bindery did not start: {line:?}"))
-        .to_string();
-    SecondBindery { child, url }
+    serving_only(&path, &[])
 }
 
 /// A new consumer of the postgresql template (requested as `<prefix>-…`).
@@ -169,7 +137,7 @@ fn postgresql_consumer(prefix: &str) -> crate::bindery::Consumer {
 
 /// A new consumer of the postgresql template (requested as `<prefix>-…`),
 /// and a second bindery that reaches the provider through a relay.
-fn relayed_consumer(prefix: &str) -> (crate::bindery::Consumer, Relay, SecondBindery) {
+fn relayed_consumer(prefix: &str) -> (crate::bindery::Consumer, Relay, ServingOnly) {
     let consumer = postgresql_consumer(prefix);
     let relay = Relay::start(
         clusters()

@@ -7,7 +7,7 @@
 use crate::fixture::{clusters, repo_root};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 
 pub struct Bindery {
@@ -226,4 +226,45 @@ impl Consumer {
             self.id
         );
     }
+}
+
+/// A `bindery serve` of its own (serving only, no controllers) beside the
+/// shared one, with `provider_kubeconfig` and the shared PKI; stopped when
+/// dropped.
+pub struct ServingOnly {
+    child: Child,
+    /// `https://127.0.0.1:<port>`.
+    pub url: String,
+}
+
+impl Drop for ServingOnly {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts a [`ServingOnly`] bindery with `extra_args` after `serve`'s own.
+pub fn serving_only(provider_kubeconfig: &std::path::Path, extra_args: &[&str]) -> ServingOnly {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bindery"))
+        .args(["serve", "--controllers=false", "--listen", "127.0.0.1:0"])
+        .arg("--provider-kubeconfig")
+        .arg(provider_kubeconfig)
+        .arg("--pki")
+        .arg(&bindery().pki)
+        .args(extra_args)
+        .env("RUST_LOG", "error,kube_client=off")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("bindery starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout is piped"))
+        .read_line(&mut line)
+        .expect("reading bindery's address");
+    let url = line
+        .trim()
+        .strip_prefix("bindery listening on ")
+        .unwrap_or_else(|| panic!("bindery did not start: {line:?}"))
+        .to_string();
+    ServingOnly { child, url }
 }

@@ -11,6 +11,7 @@ mod bindery;
 mod browser;
 mod cache;
 mod claims;
+mod connections;
 mod controllers;
 mod deletion;
 mod export_status;

@@ -34,10 +34,10 @@ impl Activity {
         })
     }
 
-    /// A request begins.
+    /// A request begins. Nobody is woken: a waiter finds it in flight when
+    /// its deadline comes.
     pub fn begin(self: &Arc<Self>) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::SeqCst);
-        self.changed.notify_waiters();
         InFlight(self.clone())
     }
 
@@ -65,10 +65,11 @@ impl Activity {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
+        // Only the last request's end changes what a waiter waits for.
         if self.0.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
             *self.0.idle_since.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+            self.0.changed.notify_waiters();
         }
-        self.0.changed.notify_waiters();
     }
 }
 

@@ -70,8 +70,33 @@ fn new_id() -> HeaderValue {
     use ring::rand::{SecureRandom, SystemRandom};
     let mut bytes = [0u8; 16];
     let _ = SystemRandom::new().fill(&mut bytes);
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    HeaderValue::from_str(&hex).expect("hex is a valid header value")
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut hex = [0u8; 32];
+    for (pair, byte) in hex.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[usize::from(byte >> 4)];
+        pair[1] = DIGITS[usize::from(byte & 0xf)];
+    }
+    HeaderValue::from_bytes(&hex).expect("hex is a valid header value")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::new_id;
+
+    #[test]
+    fn request_ids_are_32_lowercase_hex_digits_and_differ() {
+        let ids: std::collections::HashSet<_> = (0..100).map(|_| new_id()).collect();
+        assert_eq!(ids.len(), 100);
+        for id in ids {
+            let text = id.to_str().expect("ASCII");
+            assert_eq!(text.len(), 32, "{text}");
+            assert!(
+                text.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+                "{text}"
+            );
+        }
+    }
 }
 
 /// Logs one line per request with `tracing`: method, path, status, latency.

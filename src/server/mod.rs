@@ -29,6 +29,10 @@ pub struct ServerName(pub String);
 /// How long requests in flight may take to finish after shutdown begins.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// How long a client may take over the TLS handshake: kube-apiserver's
+/// `ReadHeaderTimeout`, which Go's server applies to the handshake too.
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(32);
+
 /// Serves `app` on `listener` until `shutdown` completes.
 pub async fn run(
     app: Arc<App>,
@@ -73,10 +77,15 @@ pub async fn run(
         tokio::spawn(async move {
             // Boxed, as the connection is below: the task itself then stays
             // small for the connection's whole life.
-            let tls = match Box::pin(acceptor.accept(tcp)).await {
-                Ok(tls) => tls,
-                Err(error) => {
+            let handshake = Box::pin(acceptor.accept(tcp));
+            let tls = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, handshake).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(error)) => {
                     tracing::debug!(%error, %remote, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%remote, "TLS handshake timed out");
                     return;
                 }
             };

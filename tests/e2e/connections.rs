@@ -1,8 +1,9 @@
 //! Client connections as kube-apiserver keeps them: one that stays idle
 //! (no request in flight) is closed after the idle timeout, so an app
-//! cluster that stops calling stops costing its connection's buffers.
+//! cluster that stops calling stops costing its connection's buffers, and
+//! one that never finishes its TLS handshake is closed after 32 s.
 
-use crate::bindery::serving_only;
+use crate::bindery::{bindery, serving_only};
 use crate::fixture::clusters;
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
@@ -54,5 +55,29 @@ fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
     assert!(
         closed_after >= IDLE,
         "the connection was closed after {closed_after:?}, before the idle timeout"
+    );
+}
+
+#[test]
+fn a_connection_that_never_handshakes_is_closed_after_the_handshake_timeout() {
+    let timeout = bindery::server::TLS_HANDSHAKE_TIMEOUT;
+    let address = bindery().url.trim_start_matches("https://").to_string();
+    let mut silent = std::net::TcpStream::connect(&address).expect("connecting to bindery");
+    let started = Instant::now();
+    silent
+        .set_read_timeout(Some(timeout + Duration::from_secs(20)))
+        .expect("a read timeout");
+    // The client sends nothing; the read ends when bindery closes.
+    let mut buffer = [0u8; 64];
+    let read = silent.read(&mut buffer);
+    let closed_after = started.elapsed();
+    assert!(
+        matches!(read, Ok(0))
+            || matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+        "bindery closed the connection (read: {read:?} after {closed_after:?})"
+    );
+    assert!(
+        closed_after >= timeout - Duration::from_secs(1),
+        "closed after {closed_after:?}, before the handshake timeout {timeout:?}"
     );
 }

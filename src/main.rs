@@ -182,7 +182,7 @@ struct ServeArgs {
     continue_token_secret: bindery::token_key::KeySecret,
     /// Close a client connection that has had no request in flight for this long (seconds),
     /// as kube-apiserver does after 90.
-    #[arg(long, default_value_t = 90)]
+    #[arg(long, default_value_t = bindery::server::idle::KUBE_APISERVER_IDLE_TIMEOUT.as_secs())]
     idle_connection_timeout: u64,
     #[command(flatten)]
     lease: LeaseArgs,

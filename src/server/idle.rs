@@ -77,7 +77,7 @@ impl Drop for InFlight {
 mod tests {
     use super::*;
 
-    const LIMIT: Duration = Duration::from_secs(90);
+    const LIMIT: Duration = KUBE_APISERVER_IDLE_TIMEOUT;
 
     /// Whether `idle_for(LIMIT)` completes within `within` from now.
     async fn idles_within(activity: &Activity, within: Duration) -> bool {

@@ -101,6 +101,7 @@ pub async fn run(
                 .server_name()
                 .map(|n| ServerName(n.to_string()));
             let speaks_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+            tracing::debug!(%remote, h2 = speaks_h2, "connection accepted");
             let activity = idle::Activity::new();
             let requests = activity.clone();
             let service =

@@ -44,6 +44,19 @@ pub trait Upstream: Send + Sync {
     ) -> Pin<Box<dyn Future<Output = Option<BoxBody>> + Send + 'a>> {
         Box::pin(async { None })
     }
+
+    /// The consumer's form of `body`, the provider's answer to a JSON GET
+    /// of the object at provider path `path`, when this upstream already
+    /// made it with `translation()` from the very same version of the
+    /// object (as lists and watches use it); `None`: translate `body`.
+    fn object_translated(
+        &self,
+        _path: &str,
+        _body: &[u8],
+        _translation: &(dyn Fn() -> Translation + Send + Sync),
+    ) -> Option<Bytes> {
+        None
+    }
 }
 
 /// A request extension: [`Upstream::list_translated`] or

@@ -13,6 +13,7 @@
 //! and the cache evaluates it as kube-apiserver would.
 
 pub mod changes;
+pub mod got;
 pub mod metadata_probe;
 pub mod query;
 pub mod reflector;
@@ -307,6 +308,20 @@ impl Upstream for CachedUpstream {
     ) -> Pin<Box<dyn Future<Output = Option<BoxBody>> + Send + 'a>> {
         Box::pin(self.watch(request, Some(translation)))
     }
+
+    fn object_translated(
+        &self,
+        path: &str,
+        body: &[u8],
+        translation: &(dyn Fn() -> Translation + Send + Sync),
+    ) -> Option<Bytes> {
+        let asked = parse_resource_path(path).filter(|p| !p.subresource)?;
+        let (name, namespace) = (asked.name?, asked.namespace.unwrap_or_default());
+        // The resource's one shared list+watch, started by the first GET
+        // if no list or watch has started it.
+        let reflected = self.reflected(&asked.collection);
+        got::translated(&reflected, &namespace, &name, body, translation)
+    }
 }
 
 /// The page of a versioned `list` from the store: now, or as it was at an
@@ -383,6 +398,20 @@ fn collection_of(path: &str) -> Option<String> {
 /// `(collection across namespaces, namespace, name)` of a provider resource
 /// path (`/apis/<g>/<v>[/namespaces/<ns>]/<resource>[/<name>[/<sub>]]`).
 fn parse_path(path: &str) -> Option<(String, Option<String>, Option<String>)> {
+    parse_resource_path(path).map(|p| (p.collection, p.namespace, p.name))
+}
+
+/// A provider resource path, taken apart.
+struct ResourcePath {
+    /// The collection across namespaces.
+    collection: String,
+    namespace: Option<String>,
+    name: Option<String>,
+    subresource: bool,
+}
+
+/// [`parse_path`], also telling whether a subresource was asked for.
+fn parse_resource_path(path: &str) -> Option<ResourcePath> {
     if path.contains('%') {
         return None;
     }
@@ -398,15 +427,21 @@ fn parse_path(path: &str) -> Option<(String, Option<String>, Option<String>)> {
         }
         rest => (None, rest),
     };
-    let (resource, name) = match rest {
-        [resource] => (*resource, None),
-        [resource, name] | [resource, name, _] => (*resource, Some(name.to_string())),
+    let (resource, name, subresource) = match rest {
+        [resource] => (*resource, None, false),
+        [resource, name] => (*resource, Some(name.to_string()), false),
+        [resource, name, _] => (*resource, Some(name.to_string()), true),
         _ => return None,
     };
     if resource.is_empty() || resource == "namespaces" {
         return None;
     }
-    Some((format!("{prefix}/{resource}"), namespace, name))
+    Some(ResourcePath {
+        collection: format!("{prefix}/{resource}"),
+        namespace,
+        name,
+        subresource,
+    })
 }
 
 #[cfg(test)]

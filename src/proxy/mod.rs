@@ -135,8 +135,8 @@ impl Proxy {
         let mut upstream = http::Request::builder()
             .method(parts.method.clone())
             .uri(&uri);
-        if let Some(accept) = accept {
-            upstream = upstream.header(ACCEPT, accept);
+        if let Some(accept) = &accept {
+            upstream = upstream.header(ACCEPT, accept.as_str());
         }
         if let Some(agent) = parts.headers.get(USER_AGENT) {
             upstream = upstream.header(USER_AGENT, agent);
@@ -212,16 +212,35 @@ impl Proxy {
             .await
             .map_err(|e| ApiError::unavailable(format!("reading the provider's answer: {e}")))?
             .to_bytes();
-        let mut bytes = match body_up(bound, &bytes, &self.tokens, &scope) {
-            Translated::Body(bytes) => bytes,
-            Translated::Unchanged => bytes.to_vec(),
-            Translated::Hidden => {
-                return Err(ApiError::object_not_found(
-                    &bound.group,
-                    &bound.resource,
-                    request.name.as_deref().unwrap_or_default(),
-                ));
+        // A plain object GET whose version the cache holds already has its
+        // consumer form.
+        let plain_object = verb == Verb::Get
+            && head.status == StatusCode::OK
+            && !accept.as_deref().is_some_and(|a| a.contains("as="))
+            && head.headers.get(CONTENT_TYPE).map(HeaderValue::as_bytes)
+                == Some(b"application/json");
+        let made = plain_object
+            .then(|| {
+                self.upstream
+                    .object_translated(&provider.path, &bytes, &make)
+            })
+            .flatten();
+        let mut bytes = match made {
+            Some(made) => {
+                tracing::trace!(path = %provider.path, "GET answered with the cached consumer form");
+                made
             }
+            None => match body_up(bound, &bytes, &self.tokens, &scope) {
+                Translated::Body(translated) => Bytes::from(translated),
+                Translated::Unchanged => bytes,
+                Translated::Hidden => {
+                    return Err(ApiError::object_not_found(
+                        &bound.group,
+                        &bound.resource,
+                        request.name.as_deref().unwrap_or_default(),
+                    ));
+                }
+            },
         };
         if to_yaml
             && head
@@ -230,13 +249,13 @@ impl Proxy {
                 .is_some_and(|ct| ct.as_bytes().starts_with(b"application/json"))
             && let Some(yaml) = negotiate::json_to_yaml(&bytes)
         {
-            bytes = yaml;
+            bytes = Bytes::from(yaml);
             out_headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/yaml"));
         }
         head.headers = out_headers;
         Ok(Response::from_parts(
             head,
-            Full::new(Bytes::from(bytes))
+            Full::new(bytes)
                 .map_err(|never| match never {})
                 .boxed_unsync(),
         ))
@@ -399,5 +418,48 @@ fn request_error(served: &ServedResource, error: RequestError) -> ApiError {
         RequestError::Continue(TokenError::Forged) => ApiError::bad_request(
             "invalid continue token: continue key is not valid: it was not issued for this request",
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::store::Stored;
+    use crate::translate::binding::fixtures::widgets;
+    use crate::translate::objects::stamp_labels;
+    use serde_json::json;
+
+    /// The provider's JSON of a widget, as a GET answers it.
+    fn provider_body(labels_of: &BoundResource) -> Vec<u8> {
+        let mut object = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": "w", "namespace": "kube-bind-c1-ns", "resourceVersion": "5",
+                "uid": "u-1", "annotations": {"a": "b"}},
+            "spec": {"size": 1.5, "text": "caf\u{e9} \"quoted\"", "list": [1, {"x": null}]},
+            "status": {"ready": true}});
+        stamp_labels(labels_of, object["metadata"].as_object_mut().unwrap());
+        serde_json::to_vec(&object).unwrap()
+    }
+
+    /// A GET answered from the cache carries the consumer form the cache
+    /// made from its stored copy; it must be the very body the GET's own
+    /// translation gives, and hide what that hides.
+    #[test]
+    fn the_cached_consumer_form_of_an_object_is_its_translated_get_body() {
+        let bound = widgets();
+        let mut other = widgets();
+        other.identity = crate::translate::IdentityHash::of_secret(b"other");
+        let tokens = Arc::new(ContinueTokens::random());
+        for labels_of in [&bound, &other] {
+            let body = provider_body(labels_of);
+            let stored = Stored::of(&serde_json::from_slice(&body).unwrap());
+            let made = stored.translated(&translation(&bound, &tokens, "s".into()));
+            match body_up(&bound, &body, &tokens, "s") {
+                Translated::Body(translated) => {
+                    assert_eq!(made.as_deref(), Some(&translated[..]));
+                }
+                Translated::Hidden => assert_eq!(made, None),
+                Translated::Unchanged => panic!("an object is translated"),
+            }
+        }
     }
 }

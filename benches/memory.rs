@@ -7,7 +7,9 @@
 //! after the catalog holds every consumer, after the traffic, and the peak,
 //! and the peak's growth per consumer. `cargo bench --bench memory` runs the
 //! full size; `cargo test` runs it with 10 consumers as a smoke test.
-//! Results and the command are recorded in `benches/RESULTS.md`.
+//! `BINDERY_BENCH_HTTP2=1` makes each consumer's client speak HTTP/2, as
+//! an aggregator does. Results and the command are recorded in
+//! `benches/RESULTS.md`.
 
 #[allow(dead_code)]
 #[path = "../tests/e2e/fixture.rs"]
@@ -231,7 +233,58 @@ async fn consumer_client(bindery: &Measured, pki: &std::path::Path, id: &str) ->
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
         .expect("a consumer config");
-    kube::Client::try_from(config).expect("a consumer client")
+    if speaks_http2() {
+        http2_client(&config).await
+    } else {
+        kube::Client::try_from(config).expect("a consumer client")
+    }
+}
+
+/// `BINDERY_BENCH_HTTP2=1`: each consumer's client speaks HTTP/2 over one
+/// connection, as an app cluster's aggregator does (client-go's transport
+/// negotiates "h2"); otherwise kube-rs' HTTP/1.1 client.
+fn speaks_http2() -> bool {
+    std::env::var("BINDERY_BENCH_HTTP2").is_ok_and(|v| v == "1")
+}
+
+/// A kube client of `config` over one HTTP/2 connection of its own.
+async fn http2_client(config: &kube::Config) -> kube::Client {
+    use kube::client::ConfigExt;
+    let mut tls = config.rustls_client_config().expect("a TLS config");
+    tls.alpn_protocols = vec![b"h2".to_vec()];
+    let url = &config.cluster_url;
+    let (host, port) = (
+        url.host().expect("a host").to_string(),
+        url.port_u16().expect("a port"),
+    );
+    let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
+        .await
+        .expect("connecting to bindery");
+    let server_name = rustls_pki_types::ServerName::try_from(host).expect("a server name");
+    let stream = tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls))
+        .connect(server_name, tcp)
+        .await
+        .expect("a TLS handshake");
+    assert_eq!(
+        stream.get_ref().1.alpn_protocol(),
+        Some(&b"h2"[..]),
+        "bindery speaks HTTP/2"
+    );
+    let (sender, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .expect("an HTTP/2 handshake");
+    tokio::spawn(connection);
+    let send = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let mut sender = sender.clone();
+        async move { sender.send_request(request).await }
+    });
+    let service = tower::ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .service(send);
+    kube::Client::new(service, config.default_namespace.clone())
 }
 
 /// Creates one object in each resource through bindery (waiting until the
@@ -338,6 +391,10 @@ fn main() {
         println!("memory: traffic took {:?}", started.elapsed());
         let (after, peak) = bindery.memory();
         let growth = peak.saturating_sub(before);
+        println!(
+            "memory: load generator speaks {}",
+            if speaks_http2() { "HTTP/2" } else { "HTTP/1.1" }
+        );
         println!(
             "memory: {consumers} consumers x {RESOURCES} resources: RSS {before} KiB before, {after} KiB after, peak {peak} KiB; \
              peak growth {:.1} KiB per consumer (target: <= 50 KiB)",

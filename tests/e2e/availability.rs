@@ -113,7 +113,7 @@ fn bindery_reaching(server: &str) -> ServingOnly {
         kubeconfig.contains(&provider.server),
         "the provider's server is in its kubeconfig"
     );
-    let path = std::env::temp_dir().join(format!(
+    let path = crate::fixture::scratch_dir().join(format!(
         "bindery-at-{}.kubeconfig",
         server.rsplit(':').next().unwrap_or_default()
     ));
@@ -440,7 +440,7 @@ impl ProviderReplica {
         let mut replica = Self {
             args,
             port,
-            log: std::env::temp_dir().join(unique_name("provider-replica")),
+            log: crate::fixture::scratch_dir().join(unique_name("provider-replica")),
             child: None,
         };
         replica.run();

@@ -51,7 +51,7 @@ pub(crate) struct ClientWatch {
 
 impl ClientWatch {
     pub(crate) fn start(consumer: &Consumer, url: &str, path: &str) -> Self {
-        let events = std::env::temp_dir().join(unique_name("client-watch"));
+        let events = crate::fixture::scratch_dir().join(unique_name("client-watch"));
         let child = Command::new("curl")
             .args(["-sk", "-N", "--cert"])
             .arg(&consumer.cert)

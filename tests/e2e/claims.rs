@@ -397,7 +397,7 @@ fn consumer_owned_claimed_objects_are_read_through_the_workspace_filtered_by_the
 
 /// kubectl against a workspace path, with a provider token.
 fn workspace_kubectl(server: &str, token: &str, args: &[&str]) -> std::process::Output {
-    let scratch = std::env::temp_dir().join(unique_name("vw-kubectl"));
+    let scratch = crate::fixture::scratch_dir().join(unique_name("vw-kubectl"));
     std::process::Command::new(crate::fixture::kubectl_path())
         .env("KUBECONFIG", scratch.join("none"))
         .arg(format!("--cache-dir={}", scratch.join("cache").display()))
@@ -504,7 +504,7 @@ fn consumer_owned_claimed_objects_are_discovered_and_written_through_the_workspa
         "{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"{made}\",\
          \"namespace\":\"default\",\"labels\":{{\"share\":\"yes\"}}}},\"data\":{{\"k\":\"made\"}}}}"
     );
-    let manifest_file = std::env::temp_dir().join(format!("{made}.json"));
+    let manifest_file = crate::fixture::scratch_dir().join(format!("{made}.json"));
     std::fs::write(&manifest_file, &manifest).unwrap();
     ok(&["create", "-f", manifest_file.to_str().unwrap()]);
     assert_eq!(String::from_utf8_lossy(&app_data(&made).stdout), "made");

@@ -27,6 +27,16 @@ pub struct Clusters {
     /// it with [`want_reference_cluster`] (the conformance suite).
     #[allow(dead_code)] // only the conformance binary reads it
     pub reference: Option<Cluster>,
+    /// Where tests keep files of their own: emptied when the clusters
+    /// start, so that nothing a test writes outlives the next run.
+    scratch: PathBuf,
+}
+
+/// A directory for a test's own files (logs, kubeconfigs), in this test
+/// binary's run directory rather than the machine's temp directory.
+#[allow(dead_code)] // not every binary that includes the fixture writes files
+pub fn scratch_dir() -> PathBuf {
+    clusters().scratch.clone()
 }
 
 static WANT_REFERENCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -105,7 +115,12 @@ fn start() -> Result<Clusters, String> {
             },
         })
     };
+    let scratch = run_dir.join("scratch");
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch)
+        .map_err(|e| format!("cannot make {}: {e}", scratch.display()))?;
     Ok(Clusters {
+        scratch,
         provider: cluster("provider", "PROVIDER")?,
         app: cluster("app", "APP")?,
         reference: if want_reference {

@@ -146,7 +146,7 @@ fn only_the_leader_runs_controllers_and_a_killed_leader_hands_over() {
     app.kubectl_with_stdin(&["apply", "-f", "-"], Some(&template.to_string()));
 
     let lease = unique_name("bindery-leader");
-    let log_dir = std::env::temp_dir().join(&lease);
+    let log_dir = crate::fixture::scratch_dir().join(&lease);
     std::fs::create_dir_all(&log_dir).expect("a log directory");
     let mut replicas = vec![
         Replica::start("replica-one", &lease, &log_dir),

@@ -23,7 +23,7 @@ fn list_path(namespace: &str) -> String {
 fn register_with_issuer(export: &Export) {
     let app = &clusters().app;
     let jwks = app.kubectl(&["get", "--raw", "/openid/v1/jwks"]);
-    let jwks_file = std::env::temp_dir().join(format!("{}-jwks.json", export.name));
+    let jwks_file = crate::fixture::scratch_dir().join(format!("{}-jwks.json", export.name));
     std::fs::write(&jwks_file, jwks).unwrap();
     crate::front_proxy::register_with(
         export,

@@ -209,8 +209,14 @@ async fn set_up(provider: &kube::Client, id: &str) {
     .expect("the export's identity hash");
 }
 
-/// A client of consumer `id` on the measured bindery.
-async fn consumer_client(bindery: &Measured, pki: &std::path::Path, id: &str) -> kube::Client {
+/// A client of consumer `id` on the measured bindery, over HTTP/2 when
+/// `http2`.
+async fn consumer_client(
+    bindery: &Measured,
+    pki: &std::path::Path,
+    id: &str,
+    http2: bool,
+) -> kube::Client {
     let output = Command::new(env!("CARGO_BIN_EXE_bindery"))
         .args([
             "consumer-kubeconfig",
@@ -233,7 +239,7 @@ async fn consumer_client(bindery: &Measured, pki: &std::path::Path, id: &str) ->
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
         .expect("a consumer config");
-    if speaks_http2() {
+    if http2 {
         http2_client(&config).await
     } else {
         kube::Client::try_from(config).expect("a consumer client")
@@ -329,6 +335,9 @@ fn main() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(if benching { 1000 } else { 10 });
+    // The smoke test (`cargo test`) has every other consumer speak HTTP/2,
+    // so that both load generators are run.
+    let http2_for = |i: usize| speaks_http2() || (!benching && i % 2 == 1);
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let pki = clusters()
         .provider
@@ -376,7 +385,8 @@ fn main() {
             .for_each_concurrent(PARALLEL, |id| set_up(&provider, id))
             .await;
         let clients: Vec<kube::Client> = futures::stream::iter(&ids)
-            .then(|id| consumer_client(&bindery, &pki, id))
+            .enumerate()
+            .then(|(i, id)| consumer_client(&bindery, &pki, id, http2_for(i)))
             .collect()
             .await;
         let (set_up_rss, _) = bindery.memory();
@@ -393,7 +403,11 @@ fn main() {
         let growth = peak.saturating_sub(before);
         println!(
             "memory: load generator speaks {}",
-            if speaks_http2() { "HTTP/2" } else { "HTTP/1.1" }
+            match (speaks_http2(), benching) {
+                (true, _) => "HTTP/2",
+                (false, true) => "HTTP/1.1",
+                (false, false) => "HTTP/1.1 and HTTP/2 (every other consumer)",
+            }
         );
         println!(
             "memory: {consumers} consumers x {RESOURCES} resources: RSS {before} KiB before, {after} KiB after, peak {peak} KiB; \

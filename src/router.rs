@@ -113,7 +113,13 @@ where
     {
         return error(&denied);
     }
-    let view = app.catalog.read(|catalog| catalog.view(&user.consumer));
+    // A resource request needs only its resource's binding.
+    let view = app.catalog.read(|catalog| match &path {
+        ApiPath::Resource(request) => {
+            catalog.resource_view(&user.consumer, &request.group, &request.resource)
+        }
+        _ => catalog.view(&user.consumer),
+    });
     if let Some(response) = crate::documents::serve(&view, &path, &parts.headers) {
         return response;
     }

@@ -206,6 +206,26 @@ impl Catalog {
     /// The view of `consumer`: each exported resource that has an identity
     /// and a BoundSchema in the consumer's cluster namespace.
     pub fn view(&self, consumer: &ConsumerId) -> ConsumerView {
+        self.view_where(consumer, |_, _| true)
+    }
+
+    /// [`Self::view`] narrowed to one resource: what a resource request
+    /// needs, without building the consumer's other bindings.
+    pub fn resource_view(
+        &self,
+        consumer: &ConsumerId,
+        group: &str,
+        resource: &str,
+    ) -> ConsumerView {
+        self.view_where(consumer, |g, r| g == group && r == resource)
+    }
+
+    /// The consumer's view of the resources `wanted` (group, plural) picks.
+    fn view_where(
+        &self,
+        consumer: &ConsumerId,
+        wanted: impl Fn(&str, &str) -> bool,
+    ) -> ConsumerView {
         let cluster_namespace = self.cluster_namespace(consumer);
         let mut map = NamespaceMap::new(cluster_namespace.clone());
         for record in self.in_namespace(&self.namespaces, &cluster_namespace) {
@@ -223,6 +243,9 @@ impl Catalog {
                 continue;
             };
             for (group, resource) in &export.resources {
+                if !wanted(group, resource) {
+                    continue;
+                }
                 if resources
                     .iter()
                     .any(|r| &r.bound.group == group && &r.bound.resource == resource)
@@ -428,5 +451,43 @@ mod tests {
                 .resources
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn a_resource_view_holds_what_the_whole_view_serves_for_that_resource() {
+        let mut catalog = Catalog::new("kube-bind-");
+        catalog.set_schemas([
+            schema("kube-bind-c1", "widgets"),
+            schema("kube-bind-c1", "gadgets"),
+        ]);
+        let mut both = export("kube-bind-c1", "newer", "2026-02", Some(b"new"));
+        both.resources
+            .push(("example.com".into(), "gadgets".into()));
+        catalog.set_exports([
+            both,
+            export("kube-bind-c1", "older", "2026-01", Some(b"old")),
+        ]);
+        let c1 = ConsumerId::parse("c1").unwrap();
+        let whole = catalog.view(&c1);
+        assert_eq!(whole.resources.len(), 2);
+        for plural in ["widgets", "gadgets"] {
+            let narrowed = catalog.resource_view(&c1, "example.com", plural);
+            assert_eq!(narrowed.resources.len(), 1, "{plural}");
+            let (one, all) = (
+                &narrowed.resources[0].bound,
+                &whole.find("example.com", plural).unwrap().bound,
+            );
+            assert_eq!(format!("{one:?}"), format!("{all:?}"), "{plural}");
+        }
+        // The oldest export still wins the resource both bind.
+        let widgets = catalog.resource_view(&c1, "example.com", "widgets");
+        assert_eq!(widgets.resources[0].bound.export, "older");
+        assert!(
+            catalog
+                .resource_view(&c1, "example.com", "missing")
+                .resources
+                .is_empty()
+        );
+        assert_eq!(widgets.cluster_namespace, whole.cluster_namespace);
     }
 }

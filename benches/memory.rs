@@ -88,6 +88,19 @@ impl Measured {
         Self { child, url }
     }
 
+    /// How many sockets bindery holds open (client connections, provider
+    /// connections and its listener).
+    fn sockets(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
+            .map(|fds| {
+                fds.filter_map(Result::ok)
+                    .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+                    .filter(|target| target.to_string_lossy().starts_with("socket:"))
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
     /// `VmRSS` and `VmHWM` (peak) in KiB.
     fn memory(&self) -> (u64, u64) {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
@@ -105,8 +118,17 @@ impl Measured {
 
 impl Drop for Measured {
     fn drop(&mut self) {
-        // The whole group: under `BINDERY_BENCH_WRAP` the child is the
-        // profiler, and bindery its child.
+        // bindery first, alone, so that a wrapping profiler outlives it and
+        // writes its data; then the whole group (under `BINDERY_BENCH_WRAP`
+        // the child is the profiler, and bindery its child).
+        let group = self.child.id().to_string();
+        let _ = Command::new("pkill")
+            .args(["-TERM", "-x", "-g", &group, "bindery"])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
         let _ = Command::new("kill")
             .args(["--", &format!("-{}", self.child.id())])
             .status();
@@ -400,6 +422,7 @@ fn main() {
             .await;
         println!("memory: traffic took {:?}", started.elapsed());
         let (after, peak) = bindery.memory();
+        println!("memory: bindery holds {} sockets", bindery.sockets());
         let growth = peak.saturating_sub(before);
         println!(
             "memory: load generator speaks {}",

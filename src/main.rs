@@ -3,8 +3,11 @@
 
 /// jemalloc, not glibc's malloc: with one connection per app cluster and
 /// small objects, glibc's per-thread arenas kept about 11 KiB more resident
-/// per consumer in `benches/memory` (see benches/RESULTS.md).
+/// per consumer in `benches/memory` (see benches/RESULTS.md). Built with
+/// `--no-default-features`, bindery uses the system malloc, which heap
+/// profilers (heaptrack) can see.
 #[global_allocator]
+#[cfg(feature = "jemalloc")]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 use anyhow::Context;

@@ -79,6 +79,11 @@ impl CachedUpstream {
     }
 
     fn reflected(&self, collection: &str) -> Arc<Reflected> {
+        // Read first: after its first request a resource is only looked up,
+        // without a shard's write lock or a key copy on every request.
+        if let Some(reflected) = self.resources.get(collection) {
+            return reflected.clone();
+        }
         self.resources
             .entry(collection.to_string())
             .or_insert_with(|| reflector::start(self.client.clone(), collection.to_string()))

@@ -268,6 +268,20 @@ async fn follow(client: &kube::Client, collection: &str, reflected: &Reflected, 
     }
 }
 
+/// A reflected resource that has listed `store`, with no reflector behind
+/// it.
+#[cfg(test)]
+pub fn listed(store: Store) -> Reflected {
+    let reflected = Reflected {
+        cached: RwLock::new(None),
+        subscribers: Mutex::new(Subscribers::default()),
+        version: watch::channel(0).0,
+        list_failed: AtomicBool::new(false),
+    };
+    reflected.set(store);
+    reflected
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

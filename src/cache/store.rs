@@ -106,15 +106,19 @@ impl Store {
             api_version: list["apiVersion"].as_str()?.to_string(),
             list_kind: list["kind"].as_str()?.to_string(),
         };
-        // Items of a list carry no apiVersion/kind; watch events do.
+        // Items of a list of built-in objects carry no apiVersion/kind;
+        // watch events and GETs do, first, and so does the stored form (a
+        // GET's answer may be the consumer form made from it).
         let kind = store.list_kind.strip_suffix("List")?.to_string();
         for item in list["items"].as_array()? {
             let mut item = item.clone();
             if let Some(object) = item.as_object_mut() {
-                object
-                    .entry("apiVersion")
-                    .or_insert_with(|| store.api_version.clone().into());
-                object.entry("kind").or_insert_with(|| kind.clone().into());
+                if !object.contains_key("apiVersion") {
+                    object.shift_insert(0, "apiVersion".into(), store.api_version.clone().into());
+                }
+                if !object.contains_key("kind") {
+                    object.shift_insert(1, "kind".into(), kind.clone().into());
+                }
             }
             store.put(&item);
         }
@@ -753,6 +757,21 @@ mod tests {
                 (13, ChangeKind::Deleted)
             ]
         );
+    }
+
+    #[test]
+    fn listed_objects_are_stored_as_a_get_answers_them() {
+        let get = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"namespace": "a", "name": "s", "resourceVersion": "7"}, "type": "Opaque"});
+        let mut item = get.clone();
+        let fields = item.as_object_mut().unwrap();
+        fields.shift_remove("apiVersion");
+        fields.shift_remove("kind");
+        let store = Store::from_list(&json!({"apiVersion": "v1", "kind": "SecretList",
+            "metadata": {"resourceVersion": "9"}, "items": [item]}))
+        .unwrap();
+        let stored = store.object_at("a", "s", 7).unwrap();
+        assert_eq!(&stored.bytes[..], &serde_json::to_vec(&get).unwrap()[..]);
     }
 
     #[test]

@@ -48,10 +48,17 @@ impl Target {
         // values differ between targets, the requests do not.
         if let Some(line) = &step.http {
             let head = line.clone();
-            return actor.http(step, &substitute(line, vars), &head, vars).await;
+            let line = substitute(line, vars);
+            if let Some(("GET", path)) = line.split_once(' ') {
+                actor.catch_up_before_any_version_read(path).await;
+            }
+            return actor.http(step, &line, &head, vars).await;
         }
         if let Some(path) = &step.watch {
             let head = format!("WATCH {path}");
+            actor
+                .catch_up_before_any_version_read(&substitute(path, vars))
+                .await;
             return self
                 .watch(actor, step, &substitute(path, vars), &head, vars)
                 .await;
@@ -109,6 +116,28 @@ impl Target {
 }
 
 impl Actor {
+    /// A read at any version (`resourceVersion=0`) may be answered by a
+    /// watch cache that has not yet seen the case's last write; that is
+    /// what "any" allows, and kube-apiserver's own cache lags that way now
+    /// and then. Before such a read, a consistent list of the same
+    /// collection (not compared) makes the target's cache catch up to its
+    /// storage, so both targets answer from the same state.
+    async fn catch_up_before_any_version_read(&self, path: &str) {
+        let Some((collection, query)) = path.split_once('?') else {
+            return;
+        };
+        if !query.split('&').any(|pair| pair == "resourceVersion=0") {
+            return;
+        }
+        let request = http::Request::builder()
+            .uri(collection)
+            .body(kube::client::Body::from(Vec::new()))
+            .expect("a valid request");
+        if let Ok(response) = self.client.send(request).await {
+            let _ = response.into_body().collect().await;
+        }
+    }
+
     fn kubectl(&self, step: &Step, vars: &Vars) -> String {
         let mut args: Vec<String> = match (&step.args, &step.kubectl) {
             (Some(args), _) => args.clone(),

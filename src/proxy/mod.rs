@@ -440,6 +440,111 @@ mod tests {
         serde_json::to_vec(&object).unwrap()
     }
 
+    /// An upstream that answers every request with a widget's provider
+    /// JSON and offers [`MEMO`] as its consumer form, keeping the paths it
+    /// was asked for.
+    struct MemoUpstream {
+        body: Vec<u8>,
+        asked: std::sync::Mutex<Vec<String>>,
+    }
+
+    const MEMO: &str = r#"{"memo":true}"#;
+
+    type Sent<'a> = std::pin::Pin<
+        Box<
+            dyn std::future::Future<
+                    Output = Result<http::Response<BoxBody>, crate::upstream::BoxError>,
+                > + Send
+                + 'a,
+        >,
+    >;
+
+    impl Upstream for MemoUpstream {
+        fn send(&self, _request: http::Request<Bytes>) -> Sent<'_> {
+            let response = full(200, "application/json", self.body.clone());
+            Box::pin(async move { Ok(response) })
+        }
+
+        fn object_translated(
+            &self,
+            path: &str,
+            _body: &[u8],
+            _translation: &(dyn Fn() -> Translation + Send + Sync),
+        ) -> Option<Bytes> {
+            self.asked.lock().unwrap().push(path.to_string());
+            Some(Bytes::from_static(MEMO.as_bytes()))
+        }
+    }
+
+    async fn get_widget(proxy: &Proxy, bound: &BoundResource, accept: Option<&str>) -> String {
+        let spec = serde_json::from_value(json!({"group": "example.com",
+            "names": {"plural": "widgets", "kind": "Widget"}, "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true}]}))
+        .unwrap();
+        let view = ConsumerView {
+            consumer: bound.consumer.clone(),
+            cluster_namespace: "kube-bind-c1".into(),
+            resources: vec![ServedResource {
+                bound: bound.clone(),
+                spec: Arc::new(spec),
+            }],
+        };
+        let request = ResourceRequest {
+            group: "example.com".into(),
+            version: "v1".into(),
+            namespace: Some("ns".into()),
+            resource: "widgets".into(),
+            name: Some("w".into()),
+            subresource: None,
+            watch_prefix: false,
+        };
+        let mut builder = http::Request::get("/apis/example.com/v1/namespaces/ns/widgets/w");
+        if let Some(accept) = accept {
+            builder = builder.header(ACCEPT, accept);
+        }
+        let (parts, ()) = builder.body(()).unwrap().into_parts();
+        let response = proxy.serve(&view, request, parts, Bytes::new()).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        String::from_utf8(body.to_vec()).unwrap()
+    }
+
+    /// A plain JSON GET is answered with the consumer form the upstream
+    /// already holds for the provider's answer; a GET for another
+    /// representation is translated from the answer itself.
+    #[tokio::test]
+    async fn a_plain_get_is_answered_with_the_upstreams_consumer_form() {
+        let bound = widgets();
+        let upstream = Arc::new(MemoUpstream {
+            body: provider_body(&bound),
+            asked: Default::default(),
+        });
+        let unreachable = tower::service_fn(|_: http::Request<kube::client::Body>| async {
+            Err::<http::Response<kube::client::Body>, _>(std::io::Error::other(
+                "no cluster in a unit test",
+            ))
+        });
+        let proxy = Proxy {
+            upstream: upstream.clone(),
+            tokens: Arc::new(ContinueTokens::random()),
+            namespaces: NamespaceProvisioner::new(kube::Client::new(unreachable, "default")),
+            shutdown: signal::channel(false).1,
+        };
+
+        assert_eq!(get_widget(&proxy, &bound, None).await, MEMO);
+        let asked = upstream.asked.lock().unwrap().clone();
+        assert_eq!(asked.len(), 1, "the memo is asked for once: {asked:?}");
+        assert!(
+            asked[0].ends_with("/widgets/w") && !asked[0].contains("/namespaces/ns/"),
+            "asked at the provider's path: {asked:?}"
+        );
+
+        let partial = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io";
+        let body = get_widget(&proxy, &bound, Some(partial)).await;
+        assert_ne!(body, MEMO, "another representation is not the memo");
+        assert_eq!(upstream.asked.lock().unwrap().len(), 1);
+    }
+
     /// A GET answered from the cache carries the consumer form the cache
     /// made from its stored copy; it must be the very body the GET's own
     /// translation gives, and hide what that hides.

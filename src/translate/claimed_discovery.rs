@@ -115,7 +115,7 @@ impl ClaimedResources {
     fn narrow_resource(&self, resource: &mut Value) {
         if let Some(object) = resource.as_object_mut() {
             object.insert("verbs".into(), serde_json::json!(CLAIMED_VERBS));
-            object.remove("subresources");
+            object.shift_remove("subresources");
         }
     }
 }

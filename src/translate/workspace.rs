@@ -120,7 +120,7 @@ pub fn without_consumer_annotation(body: &[u8]) -> Option<Vec<u8>> {
         value
             .get_mut("metadata")
             .and_then(Value::as_object_mut)
-            .map(|m| m.remove("annotations"));
+            .map(|m| m.shift_remove("annotations"));
     }
     Some(serde_json::to_vec(&value).expect("a JSON value serializes"))
 }
@@ -223,12 +223,14 @@ mod tests {
             Consumers::selector(Some("app=x")),
             format!("{EXPORT_LABEL},app=x")
         );
-        let body = json!({"metadata": {"name": "a", "annotations": {CONSUMER_ANNOTATION: "one"}}});
-        let stripped: Value = serde_json::from_slice(
-            &without_consumer_annotation(&body.to_string().into_bytes()).unwrap(),
-        )
-        .unwrap();
-        assert_eq!(stripped, json!({"metadata": {"name": "a"}}));
+        let body = json!({"metadata": {"name": "a", "annotations": {CONSUMER_ANNOTATION: "one"},
+            "namespace": "n", "uid": "u"}});
+        let stripped = without_consumer_annotation(&body.to_string().into_bytes()).unwrap();
+        assert_eq!(
+            String::from_utf8(stripped).unwrap(),
+            r#"{"metadata":{"name":"a","namespace":"n","uid":"u"}}"#,
+            "the other fields keep their order"
+        );
         let kept = json!({"metadata": {"annotations": {CONSUMER_ANNOTATION: "one", "b": "c"}}});
         let kept: Value = serde_json::from_slice(
             &without_consumer_annotation(&kept.to_string().into_bytes()).unwrap(),

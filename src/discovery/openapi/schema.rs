@@ -103,14 +103,14 @@ const FIELD_ORDER: [&str; 38] = [
 fn ordered(mut m: Map<String, Value>) -> Map<String, Value> {
     let mut out = Map::with_capacity(m.len());
     for k in FIELD_ORDER {
-        if let Some(v) = m.remove(k) {
+        if let Some(v) = m.shift_remove(k) {
             out.insert(k.to_string(), v);
         }
     }
     let mut ext: Vec<String> = m.keys().filter(|k| k.starts_with("x-")).cloned().collect();
     ext.sort();
     for k in ext {
-        if let Some(v) = m.remove(&k) {
+        if let Some(v) = m.shift_remove(&k) {
             out.insert(k, v);
         }
     }
@@ -538,11 +538,11 @@ pub(crate) fn list_schema(
 fn finish(mut v: Value, flavor: Flavor) -> Value {
     match flavor {
         Flavor::V2 => walk(&mut v, &mut |m| {
-            m.remove("default");
+            m.shift_remove("default");
         }),
         Flavor::V3 => walk(&mut v, &mut |m| {
             if m.len() > 1
-                && let Some(r) = m.remove("$ref")
+                && let Some(r) = m.shift_remove("$ref")
             {
                 m.insert("allOf".into(), json!([{"$ref": r}]));
                 *m = ordered(std::mem::take(m));

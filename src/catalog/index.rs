@@ -99,6 +99,10 @@ pub struct Catalog {
     exports: BTreeMap<(String, String), ExportRecord>,
     schemas: BTreeMap<(String, String), SchemaRecord>,
     namespaces: BTreeMap<(String, String), NamespaceRecord>,
+    /// Each cluster namespace's records as one map, made when they change
+    /// rather than per request; absent for a cluster namespace without
+    /// records.
+    namespace_maps: BTreeMap<String, NamespaceMap>,
     /// Counts the changes, so that long-lived readers (watch streams) know
     /// when what they derived from the catalog is stale.
     generation: u64,
@@ -112,6 +116,7 @@ impl Catalog {
             exports: BTreeMap::new(),
             schemas: BTreeMap::new(),
             namespaces: BTreeMap::new(),
+            namespace_maps: BTreeMap::new(),
             generation: 0,
         }
     }
@@ -147,6 +152,30 @@ impl Catalog {
             .into_iter()
             .map(|n| ((n.namespace.clone(), n.name.clone()), n))
             .collect();
+        let mut cluster_namespaces: Vec<String> = self.namespace_maps.keys().cloned().collect();
+        cluster_namespaces.extend(self.namespaces.keys().map(|(ns, _)| ns.clone()));
+        cluster_namespaces.sort();
+        cluster_namespaces.dedup();
+        for cluster_namespace in cluster_namespaces {
+            self.remap(&cluster_namespace);
+        }
+    }
+
+    /// Makes `cluster_namespace`'s map again from its records, keeping the
+    /// old map (and its generation) when the records map alike.
+    fn remap(&mut self, cluster_namespace: &str) {
+        let mut map = NamespaceMap::new(cluster_namespace);
+        for record in self.in_namespace(&self.namespaces, cluster_namespace) {
+            if let Some(provider) = &record.provider {
+                map.insert(record.name.clone(), provider.clone());
+            }
+        }
+        if map.generation() == 0 {
+            self.namespace_maps.remove(cluster_namespace);
+        } else if self.namespace_maps.get(cluster_namespace) != Some(&map) {
+            self.namespace_maps
+                .insert(cluster_namespace.to_string(), map);
+        }
     }
 
     /// Adds or replaces one export.
@@ -166,10 +195,12 @@ impl Catalog {
     /// Adds or replaces one APIServiceNamespace.
     pub fn upsert_namespace(&mut self, namespace: NamespaceRecord) {
         self.generation += 1;
+        let cluster_namespace = namespace.namespace.clone();
         self.namespaces.insert(
             (namespace.namespace.clone(), namespace.name.clone()),
             namespace,
         );
+        self.remap(&cluster_namespace);
     }
 
     pub fn remove_export(&mut self, key: &(String, String)) {
@@ -185,6 +216,7 @@ impl Catalog {
     pub fn remove_namespace(&mut self, key: &(String, String)) {
         self.generation += 1;
         self.namespaces.remove(key);
+        self.remap(&key.0);
     }
 
     /// The consumers with an export named `key`, or whose export's identity
@@ -227,12 +259,11 @@ impl Catalog {
         wanted: impl Fn(&str, &str) -> bool,
     ) -> ConsumerView {
         let cluster_namespace = self.cluster_namespace(consumer);
-        let mut map = NamespaceMap::new(cluster_namespace.clone());
-        for record in self.in_namespace(&self.namespaces, &cluster_namespace) {
-            if let Some(provider) = &record.provider {
-                map.insert(record.name.clone(), provider.clone());
-            }
-        }
+        let map = self
+            .namespace_maps
+            .get(&cluster_namespace)
+            .cloned()
+            .unwrap_or_else(|| NamespaceMap::new(cluster_namespace.clone()));
         let mut exports: Vec<&ExportRecord> = self
             .in_namespace(&self.exports, &cluster_namespace)
             .collect();
@@ -344,6 +375,48 @@ mod tests {
             identity: identity.map(IdentityHash::of_secret),
             created: created.into(),
         }
+    }
+
+    /// Each request's view shares its consumer's namespace map, made when
+    /// a record changes; the translation key follows the records.
+    #[test]
+    fn a_views_namespace_map_is_made_when_records_change() {
+        let mut catalog = Catalog::new("kube-bind-");
+        catalog.set_schemas([schema("kube-bind-c1", "widgets")]);
+        catalog.set_exports([export("kube-bind-c1", "w", "2026-01-01", Some(b"1"))]);
+        let c1 = ConsumerId::parse("c1").unwrap();
+        let bound = |catalog: &Catalog| {
+            let view = catalog.resource_view(&c1, "example.com", "widgets");
+            view.resources[0].bound.clone()
+        };
+        let record = |name: &str, provider: &str| NamespaceRecord {
+            namespace: "kube-bind-c1".into(),
+            name: name.into(),
+            provider: Some(provider.into()),
+        };
+        let none = bound(&catalog);
+        assert_eq!(none.translation_key(), bound(&catalog).translation_key());
+        assert_eq!(none.namespaces.to_provider("team"), "kube-bind-c1-team");
+
+        catalog.upsert_namespace(record("team", "p-team"));
+        let one = bound(&catalog);
+        assert_eq!(one.namespaces.to_provider("team"), "p-team");
+        assert_ne!(one.translation_key(), none.translation_key());
+        assert_eq!(one.translation_key(), bound(&catalog).translation_key());
+
+        // A relist with the same records keeps the map, and so the key.
+        catalog.set_namespaces([record("team", "p-team")]);
+        assert_eq!(bound(&catalog).translation_key(), one.translation_key());
+
+        catalog.upsert_namespace(record("team", "p-team-2"));
+        let moved = bound(&catalog);
+        assert_eq!(moved.namespaces.to_provider("team"), "p-team-2");
+        assert_ne!(moved.translation_key(), one.translation_key());
+
+        catalog.remove_namespace(&("kube-bind-c1".into(), "team".into()));
+        let gone = bound(&catalog);
+        assert_eq!(gone.namespaces.to_provider("team"), "kube-bind-c1-team");
+        assert_eq!(gone.translation_key(), none.translation_key());
     }
 
     #[test]

@@ -328,12 +328,7 @@ impl Proxy {
 /// answer lists with objects they translated before; continue tokens are
 /// sealed for `scope`.
 fn translation(bound: &BoundResource, tokens: &Arc<ContinueTokens>, scope: String) -> Translation {
-    let key = {
-        use std::hash::{Hash, Hasher};
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        format!("{bound:?}").hash(&mut hasher);
-        hasher.finish()
-    };
+    let key = bound.translation_key();
     let bound = bound.clone();
     Translation {
         key,

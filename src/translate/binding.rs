@@ -6,7 +6,7 @@ use crate::route::ConsumerId;
 
 /// Where a cluster-scoped object of an export lives on the provider
 /// (kube-bind's `isolation`). Namespaced objects always map namespaces.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Isolation {
     /// Name prefixed with the cluster namespace: `<cluster-namespace>-<name>`.
     Prefixed,
@@ -33,6 +33,31 @@ pub struct BoundResource {
 }
 
 impl BoundResource {
+    /// Equal for two bindings that translate objects alike: every field
+    /// counts, the namespace map by its generation (not by walking its
+    /// records, which grow with the consumer's namespaces).
+    pub fn translation_key(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let Self {
+            consumer,
+            group,
+            resource,
+            kind,
+            namespaced,
+            isolation,
+            export,
+            identity,
+            has_status,
+            has_scale,
+            namespaces,
+        } = self;
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (consumer, group, resource, kind, namespaced, isolation).hash(&mut hasher);
+        (export, identity, has_status, has_scale).hash(&mut hasher);
+        (namespaces.cluster_namespace(), namespaces.generation()).hash(&mut hasher);
+        hasher.finish()
+    }
+
     /// `<resource>.<group>`, as kube-apiserver names it in messages.
     pub fn qualified_resource(&self) -> String {
         if self.group.is_empty() {
@@ -118,6 +143,7 @@ pub(crate) mod fixtures {
 #[cfg(test)]
 mod tests {
     use super::fixtures::*;
+    use super::*;
 
     #[test]
     fn prefixed_names_round_trip() {
@@ -130,5 +156,37 @@ mod tests {
         assert_eq!(gadgets.consumer_name("kube-bind-c2-g"), None);
         assert_eq!(gadgets.consumer_name("kube-bind-c1-"), None);
         assert_eq!(widgets().provider_name("w"), "w");
+    }
+
+    #[test]
+    fn bindings_that_translate_differently_have_different_keys() {
+        let base = widgets();
+        assert_eq!(base.translation_key(), base.clone().translation_key());
+        let mut variants = vec![gadgets()];
+        let mut other = widgets();
+        other.consumer = ConsumerId::parse("c2").unwrap();
+        variants.push(other);
+        let mut other = widgets();
+        other.identity = IdentityHash::of_secret(b"export-2");
+        variants.push(other);
+        let mut other = widgets();
+        other.isolation = Isolation::None;
+        variants.push(other);
+        let mut other = widgets();
+        other.has_status = false;
+        variants.push(other);
+        let mut other = widgets();
+        other.namespaces = NamespaceMap::new("kube-bind-c9");
+        variants.push(other);
+        let mut other = widgets();
+        other.namespaces.insert("team", "p-team");
+        variants.push(other);
+        for variant in &variants {
+            assert_ne!(
+                variant.translation_key(),
+                base.translation_key(),
+                "{variant:?}"
+            );
+        }
     }
 }

@@ -21,6 +21,13 @@ pub const REQUEST_ID: &str = "audit-id";
 
 /// Gives each request an id (the caller's `Audit-Id` when it sent one) and
 /// returns it in the response.
+///
+/// The id, and over HTTP/2 the `Date`, are sent as never-indexed headers.
+/// HTTP/2 compresses headers against a table each connection keeps (HPACK,
+/// up to 4 KiB of entries), and a value that differs on every response (the
+/// id) or every second (the date) would only fill it: on an aggregator's
+/// long-lived connection, with entries never used again. hyper adds `Date`
+/// only where the response has none, so the one set here is the one sent.
 #[derive(Clone, Default)]
 pub struct RequestIdLayer;
 
@@ -57,13 +64,30 @@ where
             .cloned()
             .unwrap_or_else(new_id);
         request.headers_mut().insert(REQUEST_ID, id.clone());
+        let http2 = request.version() == http::Version::HTTP_2;
         let future = self.inner.call(request);
         Box::pin(async move {
             let mut response = future.await?;
-            response.headers_mut().insert(REQUEST_ID, id);
+            let headers = response.headers_mut();
+            headers.insert(REQUEST_ID, never_indexed(id));
+            if http2 {
+                headers
+                    .entry(http::header::DATE)
+                    .or_insert_with(|| never_indexed(now_as_http_date()));
+            }
             Ok(response)
         })
     }
+}
+
+fn never_indexed(mut value: HeaderValue) -> HeaderValue {
+    value.set_sensitive(true);
+    value
+}
+
+fn now_as_http_date() -> HeaderValue {
+    let date = httpdate::fmt_http_date(std::time::SystemTime::now());
+    HeaderValue::from_str(&date).expect("an HTTP date is a valid header value")
 }
 
 fn new_id() -> HeaderValue {
@@ -81,7 +105,36 @@ fn new_id() -> HeaderValue {
 
 #[cfg(test)]
 mod tests {
-    use super::new_id;
+    use super::*;
+
+    /// The id and, over HTTP/2, the date are never indexed; over HTTP/1.1
+    /// the date is left to hyper.
+    #[tokio::test]
+    async fn per_response_values_are_sent_never_indexed() {
+        let inner = tower::service_fn(|_: Request<()>| async {
+            Ok::<_, std::convert::Infallible>(crate::proxy::full(200, "application/json", "{}"))
+        });
+        let mut service = RequestIdLayer.layer(inner);
+        let request = Request::builder()
+            .version(http::Version::HTTP_2)
+            .body(())
+            .unwrap();
+        let response = service.call(request).await.unwrap();
+        let id = response.headers().get(REQUEST_ID).expect("an id");
+        assert!(id.is_sensitive());
+        assert_eq!(id.len(), 32);
+        let date = response.headers().get(http::header::DATE).expect("a date");
+        assert!(date.is_sensitive());
+        let sent = httpdate::parse_http_date(date.to_str().unwrap()).expect("an HTTP date");
+        let age = std::time::SystemTime::now()
+            .duration_since(sent)
+            .unwrap_or_default();
+        assert!(age.as_secs() < 60, "{date:?}");
+
+        let response = service.call(Request::new(())).await.unwrap();
+        assert!(response.headers().get(REQUEST_ID).unwrap().is_sensitive());
+        assert!(response.headers().get(http::header::DATE).is_none());
+    }
 
     #[test]
     fn request_ids_are_32_lowercase_hex_digits_and_differ() {

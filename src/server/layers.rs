@@ -60,7 +60,7 @@ where
         let id = request
             .headers()
             .get(REQUEST_ID)
-            .filter(|v| v.len() <= 64)
+            .filter(|v| !v.is_empty())
             .cloned()
             .unwrap_or_else(new_id);
         request.headers_mut().insert(REQUEST_ID, id.clone());
@@ -90,17 +90,12 @@ fn now_as_http_date() -> HeaderValue {
     HeaderValue::from_str(&date).expect("an HTTP date is a valid header value")
 }
 
+/// A random (version 4) UUID, as kube-apiserver makes its `Audit-Id`.
 fn new_id() -> HeaderValue {
-    use ring::rand::{SecureRandom, SystemRandom};
-    let mut bytes = [0u8; 16];
-    let _ = SystemRandom::new().fill(&mut bytes);
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut hex = [0u8; 32];
-    for (pair, byte) in hex.chunks_exact_mut(2).zip(bytes) {
-        pair[0] = DIGITS[usize::from(byte >> 4)];
-        pair[1] = DIGITS[usize::from(byte & 0xf)];
-    }
-    HeaderValue::from_bytes(&hex).expect("hex is a valid header value")
+    let id = uuid::Uuid::new_v4();
+    let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+    HeaderValue::from_str(id.hyphenated().encode_lower(&mut text))
+        .expect("a UUID is a valid header value")
 }
 
 #[cfg(test)]
@@ -122,7 +117,7 @@ mod tests {
         let response = service.call(request).await.unwrap();
         let id = response.headers().get(REQUEST_ID).expect("an id");
         assert!(id.is_sensitive());
-        assert_eq!(id.len(), 32);
+        assert_eq!(id.len(), 36);
         let date = response.headers().get(http::header::DATE).expect("a date");
         assert!(date.is_sensitive());
         let sent = httpdate::parse_http_date(date.to_str().unwrap()).expect("an HTTP date");
@@ -137,18 +132,47 @@ mod tests {
     }
 
     #[test]
-    fn request_ids_are_32_lowercase_hex_digits_and_differ() {
+    fn request_ids_are_random_uuids_and_differ() {
         let ids: std::collections::HashSet<_> = (0..100).map(|_| new_id()).collect();
         assert_eq!(ids.len(), 100);
         for id in ids {
             let text = id.to_str().expect("ASCII");
-            assert_eq!(text.len(), 32, "{text}");
+            let groups: Vec<usize> = text.split('-').map(str::len).collect();
+            assert_eq!(groups, [8, 4, 4, 4, 12], "{text}");
             assert!(
                 text.bytes()
-                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+                    .all(|b| b == b'-' || b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
                 "{text}"
             );
+            assert_eq!(&text[14..15], "4", "version 4: {text}");
+            assert!("89ab".contains(&text[19..20]), "RFC 4122 variant: {text}");
         }
+    }
+
+    /// A caller's id is echoed as it came, whatever its length, as
+    /// kube-apiserver echoes it (`audit_init.go`: no truncation).
+    #[tokio::test]
+    async fn the_callers_id_is_echoed() {
+        let inner = tower::service_fn(|request: Request<()>| async move {
+            let seen = request.headers().get(REQUEST_ID).cloned();
+            let mut response = crate::proxy::full(200, "application/json", "{}");
+            response.extensions_mut().insert(seen);
+            Ok::<_, std::convert::Infallible>(response)
+        });
+        let mut service = RequestIdLayer.layer(inner);
+        let long = "x".repeat(200);
+        let request = Request::builder()
+            .header(REQUEST_ID, long.as_str())
+            .body(())
+            .unwrap();
+        let response = service.call(request).await.unwrap();
+        assert_eq!(response.headers()[REQUEST_ID], long.as_str());
+        let seen = response.extensions().get::<Option<HeaderValue>>().unwrap();
+        assert_eq!(
+            seen.as_ref().unwrap(),
+            long.as_str(),
+            "the handler sees it too"
+        );
     }
 }
 

@@ -149,6 +149,43 @@ mod tests {
         }
     }
 
+    /// Responses are `no-cache, private` unless they say otherwise, except
+    /// to the aggregation layer, which says it itself.
+    #[tokio::test]
+    async fn responses_are_private_unless_they_say_otherwise() {
+        let inner = tower::service_fn(|request: Request<()>| async move {
+            let mut response = crate::proxy::full(200, "application/json", "{}");
+            if request.uri().path().ends_with("/public") {
+                let public = HeaderValue::from_static("public");
+                response
+                    .headers_mut()
+                    .insert(http::header::CACHE_CONTROL, public);
+            }
+            Ok::<_, std::convert::Infallible>(response)
+        });
+        let mut service = CacheControlLayer.layer(inner);
+        let mut cache_control = async |path: &str| {
+            let request = Request::get(path).body(()).unwrap();
+            let response = service.call(request).await.unwrap();
+            let values = response.headers().get_all(http::header::CACHE_CONTROL);
+            values
+                .iter()
+                .map(|v| v.to_str().unwrap().to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            cache_control("/clusters/c1/apis/example.com/v1/widgets").await,
+            ["no-cache, private"]
+        );
+        assert_eq!(cache_control("/healthz").await, ["no-cache, private"]);
+        assert_eq!(cache_control("/clusters/c1/public").await, ["public"]);
+        assert!(
+            cache_control("/apis/example.com/v1/widgets")
+                .await
+                .is_empty()
+        );
+    }
+
     /// A caller's id is echoed as it came, whatever its length, as
     /// kube-apiserver echoes it (`audit_init.go`: no truncation).
     #[tokio::test]
@@ -173,6 +210,55 @@ mod tests {
             long.as_str(),
             "the handler sees it too"
         );
+    }
+}
+
+/// What kube-apiserver's `WithCacheControl` filter does: a response that
+/// says nothing about caching is `no-cache, private`, because every answer
+/// depends on who asked. (Discovery documents set their own.) Not on the
+/// aggregation layer's requests: the app cluster's kube-apiserver has set
+/// the header on its response already, and would add bindery's to it.
+#[derive(Clone, Default)]
+pub struct CacheControlLayer;
+
+impl<S> Layer<S> for CacheControlLayer {
+    type Service = CacheControl<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        CacheControl { inner }
+    }
+}
+
+#[derive(Clone)]
+pub struct CacheControl<S> {
+    inner: S,
+}
+
+impl<S, B> Service<Request<B>> for CacheControl<S>
+where
+    S: Service<Request<B>, Response = Response<BoxBody>> + Send,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let aggregated = matches!(parse(request.uri().path()), Endpoint::Aggregated { .. });
+        let future = self.inner.call(request);
+        Box::pin(async move {
+            let mut response = future.await?;
+            if !aggregated {
+                response
+                    .headers_mut()
+                    .entry(http::header::CACHE_CONTROL)
+                    .or_insert(HeaderValue::from_static("no-cache, private"));
+            }
+            Ok(response)
+        })
     }
 }
 

@@ -217,6 +217,13 @@ impl Actor {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_string();
+        let cache_control: Vec<&str> = response
+            .headers()
+            .get_all(http::header::CACHE_CONTROL)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        let cache_control = cache_control.join(", ");
         let warnings: Vec<String> = response
             .headers()
             .get_all("warning")
@@ -230,7 +237,7 @@ impl Actor {
             .map(|b| b.to_bytes())
             .unwrap_or_default();
         format!(
-            "{head}\nstatus: {status}\ncontent-type: {content_type}\nwarnings: {warnings:?}\n{}",
+            "{head}\nstatus: {status}\ncontent-type: {content_type}\ncache-control: {cache_control}\nwarnings: {warnings:?}\n{}",
             render_body(&body, &step.capture, vars)
         )
     }

@@ -173,6 +173,19 @@ impl Verb {
     }
 }
 
+/// The endpoint `request` arrived on: parsed once, by the outermost layer
+/// that needs it, and kept in the request's extensions for the others.
+pub fn endpoint_of<B>(request: &mut http::Request<B>) -> &Endpoint {
+    if request.extensions().get::<Endpoint>().is_none() {
+        let endpoint = parse(request.uri().path());
+        request.extensions_mut().insert(endpoint);
+    }
+    request
+        .extensions()
+        .get::<Endpoint>()
+        .expect("the endpoint was just kept")
+}
+
 /// Parses a request path (without the query).
 pub fn parse(path: &str) -> Endpoint {
     let Some(owned) = split(path) else {
@@ -345,6 +358,23 @@ fn parse_resource(group: &str, version: &str, mut rest: &[&str]) -> Option<Resou
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_requests_endpoint_is_parsed_once_and_kept() {
+        let mut request = http::Request::get("/clusters/c1/version").body(()).unwrap();
+        assert!(matches!(
+            endpoint_of(&mut request),
+            Endpoint::Consumer { .. }
+        ));
+        assert!(request.extensions().get::<Endpoint>().is_some(), "kept");
+        let mut kept = http::Request::get("/clusters/c1/version").body(()).unwrap();
+        kept.extensions_mut().insert(Endpoint::Health);
+        assert_eq!(
+            endpoint_of(&mut kept),
+            &Endpoint::Health,
+            "not parsed again"
+        );
+    }
     use super::*;
 
     fn consumer_path(path: &str) -> ApiPath {

@@ -69,8 +69,12 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: std::error::Error + Send + Sync + 'static,
 {
-    let (parts, body) = request.into_parts();
-    let path = match parse(parts.uri.path()) {
+    let (mut parts, body) = request.into_parts();
+    let endpoint = parts
+        .extensions
+        .remove::<Endpoint>()
+        .unwrap_or_else(|| parse(parts.uri.path()));
+    let path = match endpoint {
         Endpoint::Health => return health(&app),
         Endpoint::Unknown => return error(&ApiError::page_not_found()),
         Endpoint::Bind(segments) => {

@@ -6,7 +6,7 @@ use super::ServerName;
 use crate::aggregation::consumer_of_server_name;
 use crate::auth::{Authenticator, PeerCertificate};
 use crate::proxy::error;
-use crate::route::{ApiPath, ConsumerId, Endpoint, parse};
+use crate::route::{ApiPath, ConsumerId, Endpoint, endpoint_of};
 use crate::status::ApiError;
 use crate::upstream::BoxBody;
 use futures::future::BoxFuture;
@@ -246,8 +246,8 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<B>) -> Self::Future {
-        let aggregated = matches!(parse(request.uri().path()), Endpoint::Aggregated { .. });
+    fn call(&mut self, mut request: Request<B>) -> Self::Future {
+        let aggregated = matches!(endpoint_of(&mut request), Endpoint::Aggregated { .. });
         let future = self.inner.call(request);
         Box::pin(async move {
             let mut response = future.await?;
@@ -395,14 +395,16 @@ where
         // `Some` on the paths that need a caller: the consumer they are
         // for, if it can be told. The aggregation layer's requests name it
         // by their TLS server name.
-        let for_consumer = match parse(request.uri().path()) {
-            Endpoint::Consumer { consumer, .. } => Some(Some(consumer)),
-            Endpoint::Aggregated { path } => Some(
+        // Parsed here if no outer layer has; kept for the router.
+        endpoint_of(&mut request);
+        let for_consumer = match request.extensions().get::<Endpoint>() {
+            Some(Endpoint::Consumer { consumer, .. }) => Some(Some(consumer.clone())),
+            Some(Endpoint::Aggregated { path }) => Some(
                 request
                     .extensions()
                     .get::<ServerName>()
                     .and_then(|name| consumer_of_server_name(&name.0))
-                    .or_else(|| self.consumer_by_certificate(&request, &path)),
+                    .or_else(|| self.consumer_by_certificate(&request, path)),
             ),
             _ => None,
         };

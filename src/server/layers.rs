@@ -1,5 +1,6 @@
-//! The tower layers every request passes, outermost first: a request id, a
-//! log line, and authentication. Each is a small `Layer` so the stack reads
+//! The tower layers every request passes, outermost first: the response
+//! headers every answer carries (request id, caching), a log line, and
+//! authentication. Each is a small `Layer` so the stack reads
 //! like the request flow in docs/DESIGN.md.
 
 use super::ServerName;
@@ -19,8 +20,13 @@ use tower::{Layer, Service};
 /// The header carrying the request id, as kube-apiserver's `Audit-Id`.
 pub const REQUEST_ID: &str = "audit-id";
 
-/// Gives each request an id (the caller's `Audit-Id` when it sent one) and
-/// returns it in the response.
+/// Gives each request an id (the caller's `Audit-Id` when it sent one),
+/// and stamps what kube-apiserver puts on every response: that id, and
+/// `Cache-Control: no-cache, private` where the response says nothing about
+/// caching (its `WithCacheControl` filter: every answer depends on who
+/// asked; discovery documents set their own). Not `Cache-Control` to the
+/// aggregation layer: the app cluster's kube-apiserver has set it on its
+/// response already, and would add bindery's to it.
 ///
 /// The id, and over HTTP/2 the `Date`, are sent as never-indexed headers.
 /// HTTP/2 compresses headers against a table each connection keeps (HPACK,
@@ -29,21 +35,21 @@ pub const REQUEST_ID: &str = "audit-id";
 /// long-lived connection, with entries never used again. hyper adds `Date`
 /// only where the response has none, so the one set here is the one sent.
 #[derive(Clone, Default)]
-pub struct RequestIdLayer;
+pub struct ResponseHeadersLayer;
 
-impl<S> Layer<S> for RequestIdLayer {
-    type Service = RequestId<S>;
+impl<S> Layer<S> for ResponseHeadersLayer {
+    type Service = ResponseHeaders<S>;
     fn layer(&self, inner: S) -> Self::Service {
-        RequestId { inner }
+        ResponseHeaders { inner }
     }
 }
 
 #[derive(Clone)]
-pub struct RequestId<S> {
+pub struct ResponseHeaders<S> {
     inner: S,
 }
 
-impl<S, B> Service<Request<B>> for RequestId<S>
+impl<S, B> Service<Request<B>> for ResponseHeaders<S>
 where
     S: Service<Request<B>, Response = Response<BoxBody>> + Send,
     S::Future: Send + 'static,
@@ -65,11 +71,17 @@ where
             .unwrap_or_else(new_id);
         request.headers_mut().insert(REQUEST_ID, id.clone());
         let http2 = request.version() == http::Version::HTTP_2;
+        let aggregated = matches!(endpoint_of(&mut request), Endpoint::Aggregated { .. });
         let future = self.inner.call(request);
         Box::pin(async move {
             let mut response = future.await?;
             let headers = response.headers_mut();
             headers.insert(REQUEST_ID, never_indexed(id));
+            if !aggregated {
+                headers
+                    .entry(http::header::CACHE_CONTROL)
+                    .or_insert(HeaderValue::from_static("no-cache, private"));
+            }
             if http2 {
                 headers
                     .entry(http::header::DATE)
@@ -109,7 +121,7 @@ mod tests {
         let inner = tower::service_fn(|_: Request<()>| async {
             Ok::<_, std::convert::Infallible>(crate::proxy::full(200, "application/json", "{}"))
         });
-        let mut service = RequestIdLayer.layer(inner);
+        let mut service = ResponseHeadersLayer.layer(inner);
         let request = Request::builder()
             .version(http::Version::HTTP_2)
             .body(())
@@ -163,7 +175,7 @@ mod tests {
             }
             Ok::<_, std::convert::Infallible>(response)
         });
-        let mut service = CacheControlLayer.layer(inner);
+        let mut service = ResponseHeadersLayer.layer(inner);
         let mut cache_control = async |path: &str| {
             let request = Request::get(path).body(()).unwrap();
             let response = service.call(request).await.unwrap();
@@ -196,7 +208,7 @@ mod tests {
             response.extensions_mut().insert(seen);
             Ok::<_, std::convert::Infallible>(response)
         });
-        let mut service = RequestIdLayer.layer(inner);
+        let mut service = ResponseHeadersLayer.layer(inner);
         let long = "x".repeat(200);
         let request = Request::builder()
             .header(REQUEST_ID, long.as_str())
@@ -210,55 +222,6 @@ mod tests {
             long.as_str(),
             "the handler sees it too"
         );
-    }
-}
-
-/// What kube-apiserver's `WithCacheControl` filter does: a response that
-/// says nothing about caching is `no-cache, private`, because every answer
-/// depends on who asked. (Discovery documents set their own.) Not on the
-/// aggregation layer's requests: the app cluster's kube-apiserver has set
-/// the header on its response already, and would add bindery's to it.
-#[derive(Clone, Default)]
-pub struct CacheControlLayer;
-
-impl<S> Layer<S> for CacheControlLayer {
-    type Service = CacheControl<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        CacheControl { inner }
-    }
-}
-
-#[derive(Clone)]
-pub struct CacheControl<S> {
-    inner: S,
-}
-
-impl<S, B> Service<Request<B>> for CacheControl<S>
-where
-    S: Service<Request<B>, Response = Response<BoxBody>> + Send,
-    S::Future: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: Request<B>) -> Self::Future {
-        let aggregated = matches!(endpoint_of(&mut request), Endpoint::Aggregated { .. });
-        let future = self.inner.call(request);
-        Box::pin(async move {
-            let mut response = future.await?;
-            if !aggregated {
-                response
-                    .headers_mut()
-                    .entry(http::header::CACHE_CONTROL)
-                    .or_insert(HeaderValue::from_static("no-cache, private"));
-            }
-            Ok(response)
-        })
     }
 }
 

@@ -44,8 +44,7 @@ pub async fn run(
 ) {
     let acceptor = TlsAcceptor::from(Arc::new(tls));
     let stack = ServiceBuilder::new()
-        .layer(layers::RequestIdLayer)
-        .layer(layers::CacheControlLayer)
+        .layer(layers::ResponseHeadersLayer)
         .layer(layers::LogLayer)
         .layer(layers::AuthnLayer::new(authenticators))
         .service(Router::new(app));

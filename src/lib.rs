@@ -28,4 +28,5 @@ pub mod status;
 pub mod token_key;
 pub mod translate;
 pub mod upstream;
+pub mod wire;
 pub mod workspace;

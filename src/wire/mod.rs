@@ -1,0 +1,6 @@
+//! kube-apiserver's wire formats, for what crosses bindery in them: query
+//! parameters, media types, request bodies and protobuf. Each submodule
+//! reads caller input exactly as kube-apiserver reads it, and refuses it
+//! with kube-apiserver's words. Pure: no I/O.
+
+pub mod protobuf;

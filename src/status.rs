@@ -96,6 +96,22 @@ impl ApiError {
         .with_details(json!({"group": group, "kind": resource}))
     }
 
+    /// `406 NotAcceptable`, as kube-apiserver's negotiation refuses.
+    pub fn not_acceptable(message: impl Into<String>) -> Self {
+        Self::new(406, "NotAcceptable", message)
+    }
+
+    /// `415 UnsupportedMediaType` for a request body's type.
+    pub fn unsupported_media_type(accepted: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: {accepted}"
+            ),
+        )
+    }
+
     /// `422 Invalid` for one forbidden field.
     pub fn field_forbidden(group: &str, kind: &str, name: &str, field: &str, detail: &str) -> Self {
         let qualified = qualified(group, kind);

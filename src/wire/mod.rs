@@ -3,4 +3,7 @@
 //! reads caller input exactly as kube-apiserver reads it, and refuses it
 //! with kube-apiserver's words. Pure: no I/O.
 
+pub mod accept;
+pub mod json;
 pub mod protobuf;
+pub mod query;

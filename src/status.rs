@@ -153,7 +153,11 @@ impl ApiError {
         status.insert("metadata".into(), json!({}));
         status.insert("status".into(), json!("Failure"));
         status.insert("message".into(), json!(self.message));
-        status.insert("reason".into(), json!(self.reason));
+        // kube-apiserver omits an empty reason (errors that are not its own
+        // StatusErrors).
+        if !self.reason.is_empty() {
+            status.insert("reason".into(), json!(self.reason));
+        }
         if let Some(details) = &self.details {
             status.insert("details".into(), details.clone());
         }

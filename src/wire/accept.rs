@@ -306,17 +306,24 @@ mod tests {
     fn what_clients_send_gets_what_kube_apiserver_answers() {
         // kubectl get
         assert_eq!(
-            out("application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"),
+            out(
+                "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
+            ),
             Ok((Media::Json, Target::Table(V1)))
         );
         // client-go's metadata client, list and get
         assert_eq!(
-            out("application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"),
+            out(
+                "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+            ),
             Ok((Media::Protobuf, Target::PartialObjectMetadataList(V1)))
         );
         assert_eq!(
             out("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1"),
-            Ok((Media::Json, Target::PartialObjectMetadata(MetaVersion::V1beta1)))
+            Ok((
+                Media::Json,
+                Target::PartialObjectMetadata(MetaVersion::V1beta1)
+            ))
         );
         // client-go's typed clients ask protobuf first, then JSON
         assert_eq!(
@@ -375,15 +382,24 @@ mod tests {
             out("application/yaml;q=0, application/json;q=0.1"),
             Ok((Media::Json, Target::Resource))
         );
-        assert_eq!(out("application/yaml;q=0"), Ok((Media::Yaml, Target::Resource)));
+        assert_eq!(
+            out("application/yaml;q=0"),
+            Ok((Media::Yaml, Target::Resource))
+        );
     }
 
     #[test]
     fn watches_stream_json_or_protobuf_only() {
-        let media = |accept: &str| watch_output(Some(accept)).map(|o| o.media).map_err(|e| e.code);
+        let media = |accept: &str| {
+            watch_output(Some(accept))
+                .map(|o| o.media)
+                .map_err(|e| e.code)
+        };
         assert_eq!(media("application/json"), Ok(Media::Json));
         assert_eq!(
-            media("application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"),
+            media(
+                "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+            ),
             Ok(Media::Protobuf)
         );
         assert_eq!(media("application/yaml"), Err(406));
@@ -409,7 +425,9 @@ mod tests {
             "only as= clauses: indented JSON"
         );
         assert_eq!(
-            error_media(Some("application/json;as=Table;v=v1;g=meta.k8s.io,application/json")),
+            error_media(Some(
+                "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+            )),
             Some((Media::Json, false))
         );
         assert_eq!(error_media(None), Some((Media::Json, false)));

@@ -44,8 +44,18 @@ pub struct Decoded {
 
 /// Decodes `data` as kube-apiserver would.
 pub fn decode(data: &[u8]) -> Result<Decoded, JsonError> {
+    match decode_partial(data)? {
+        (decoded, None) => Ok(decoded),
+        (_, Some(number)) => Err(JsonError::Number(number)),
+    }
+}
+
+/// Like [`decode`], but a number no float64 holds becomes null and is
+/// returned beside the value (Go reads the rest of the body before it
+/// fails on it, the version and kind among it).
+pub fn decode_partial(data: &[u8]) -> Result<(Decoded, Option<String>), JsonError> {
     check_valid(data)?;
-    Builder::new(data).build()
+    Ok(Builder::new(data).build())
 }
 
 /// Go's `checkValid`: the first syntax error in `data`, if any.
@@ -217,10 +227,8 @@ impl Scanner {
             }
             State::Literal(rest, literal) => {
                 if c != rest[0] {
-                    let expecting = format!(
-                        "in literal {literal} (expecting {})",
-                        quote_char(rest[0])
-                    );
+                    let expecting =
+                        format!("in literal {literal} (expecting {})", quote_char(rest[0]));
                     return Err(Self::error(c, &expecting));
                 }
                 self.state = if rest.len() == 1 {
@@ -384,6 +392,8 @@ struct Builder<'a> {
     /// Where each open value sits: an object member's key or an array index.
     path: Vec<Segment>,
     duplicates: Vec<String>,
+    /// The first number literal no float64 holds.
+    overflow: Option<String>,
 }
 
 impl<'a> Builder<'a> {
@@ -393,6 +403,7 @@ impl<'a> Builder<'a> {
             at: 0,
             path: Vec::new(),
             duplicates: Vec::new(),
+            overflow: None,
         }
     }
 
@@ -415,7 +426,7 @@ impl<'a> Builder<'a> {
     }
 
     /// Builds the value. The input is valid, so every index is in bounds.
-    fn build(mut self) -> Result<Decoded, JsonError> {
+    fn build(mut self) -> (Decoded, Option<String>) {
         let mut stack: Vec<Frame> = Vec::new();
         // Each object frame's pending key, in step with `stack`.
         let mut keys: Vec<Option<String>> = Vec::new();
@@ -460,7 +471,7 @@ impl<'a> Builder<'a> {
                 }
                 _ => {
                     self.at -= 1;
-                    self.number()?
+                    self.number()
                 }
             };
             // Place it, closing every container it completes.
@@ -502,10 +513,11 @@ impl<'a> Builder<'a> {
                 };
             }
             if let Some(value) = finished.take() {
-                return Ok(Decoded {
+                let decoded = Decoded {
                     value,
                     duplicate_fields: self.duplicates,
-                });
+                };
+                return (decoded, self.overflow);
             }
         }
     }
@@ -616,22 +628,30 @@ impl<'a> Builder<'a> {
         char::REPLACEMENT_CHARACTER
     }
 
-    /// A number literal: an int64 when it is one, else a float64.
-    fn number(&mut self) -> Result<Value, JsonError> {
+    /// A number literal: an int64 when it is one, else a float64 (null,
+    /// noted, when no float64 holds it).
+    fn number(&mut self) -> Value {
         let start = self.at;
         while self.at < self.data.len()
-            && matches!(self.data[self.at], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+            && matches!(
+                self.data[self.at],
+                b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'
+            )
         {
             self.at += 1;
         }
         let text = std::str::from_utf8(&self.data[start..self.at]).expect("ASCII");
         if let Ok(int) = text.parse::<i64>() {
-            return Ok(Value::Number(Number::from(int)));
+            return Value::Number(Number::from(int));
         }
         let float: f64 = text.parse().expect("the scanner checked the syntax");
-        Number::from_f64(float)
-            .map(Value::Number)
-            .ok_or_else(|| JsonError::Number(text.to_string()))
+        match Number::from_f64(float) {
+            Some(number) => Value::Number(number),
+            None => {
+                self.overflow.get_or_insert_with(|| text.to_string());
+                Value::Null
+            }
+        }
     }
 }
 
@@ -669,32 +689,83 @@ mod tests {
         for (body, message) in [
             ("", "unexpected end of JSON input"),
             ("{", "unexpected end of JSON input"),
-            ("{broken", "invalid character 'b' looking for beginning of object key string"),
+            (
+                "{broken",
+                "invalid character 'b' looking for beginning of object key string",
+            ),
             ("{\"a\" 1}", "invalid character '1' after object key"),
-            ("{\"a\":1 \"b\"}", "invalid character '\"' after object key:value pair"),
+            (
+                "{\"a\":1 \"b\"}",
+                "invalid character '\"' after object key:value pair",
+            ),
             ("[1 2]", "invalid character '2' after array element"),
             ("{} x", "invalid character 'x' after top-level value"),
             ("\"a\nb\"", "invalid character '\\n' in string literal"),
             ("\"\\q\"", "invalid character 'q' in string escape code"),
-            ("\"\\u12g4\"", "invalid character 'g' in \\u hexadecimal character escape"),
+            (
+                "\"\\u12g4\"",
+                "invalid character 'g' in \\u hexadecimal character escape",
+            ),
             ("-x", "invalid character 'x' in numeric literal"),
-            ("1.x", "invalid character 'x' after decimal point in numeric literal"),
-            ("1ex", "invalid character 'x' in exponent of numeric literal"),
-            ("tru", "invalid character ' ' in literal true (expecting 'e')"),
-            ("1.", "invalid character ' ' after decimal point in numeric literal"),
+            (
+                "1.x",
+                "invalid character 'x' after decimal point in numeric literal",
+            ),
+            (
+                "1ex",
+                "invalid character 'x' in exponent of numeric literal",
+            ),
+            (
+                "tru",
+                "invalid character ' ' in literal true (expecting 'e')",
+            ),
+            (
+                "1.",
+                "invalid character ' ' after decimal point in numeric literal",
+            ),
             ("-", "invalid character ' ' in numeric literal"),
             ("\"abc", "unexpected end of JSON input"),
             ("{\"a\":", "unexpected end of JSON input"),
-            ("\u{7f}", "invalid character '\\x7f' looking for beginning of value"),
-            ("trux", "invalid character 'x' in literal true (expecting 'e')"),
-            ("fx", "invalid character 'x' in literal false (expecting 'a')"),
-            ("nul!", "invalid character '!' in literal null (expecting 'l')"),
-            ("'a'", "invalid character '\\'' looking for beginning of value"),
-            ("\u{1}", "invalid character '\\x01' looking for beginning of value"),
-            ("{\"a\":01}", "invalid character '1' after object key:value pair"),
-            ("[,]", "invalid character ',' looking for beginning of value"),
-            ("[1,]", "invalid character ']' looking for beginning of value"),
-            ("{\"a\":1,}", "invalid character '}' looking for beginning of object key string"),
+            (
+                "\u{7f}",
+                "invalid character '\\x7f' looking for beginning of value",
+            ),
+            (
+                "trux",
+                "invalid character 'x' in literal true (expecting 'e')",
+            ),
+            (
+                "fx",
+                "invalid character 'x' in literal false (expecting 'a')",
+            ),
+            (
+                "nul!",
+                "invalid character '!' in literal null (expecting 'l')",
+            ),
+            (
+                "'a'",
+                "invalid character '\\'' looking for beginning of value",
+            ),
+            (
+                "\u{1}",
+                "invalid character '\\x01' looking for beginning of value",
+            ),
+            (
+                "{\"a\":01}",
+                "invalid character '1' after object key:value pair",
+            ),
+            (
+                "[,]",
+                "invalid character ',' looking for beginning of value",
+            ),
+            (
+                "[1,]",
+                "invalid character ']' looking for beginning of value",
+            ),
+            (
+                "{\"a\":1,}",
+                "invalid character '}' looking for beginning of object key string",
+            ),
         ] {
             assert_eq!(syntax(body), message, "{body:?}");
         }
@@ -702,7 +773,11 @@ mod tests {
             decode(b"\xff").unwrap_err(),
             JsonError::Syntax("invalid character '\u{ff}' looking for beginning of value".into())
         );
-        for (byte, quoted) in [(0xa0u8, "'\\u00a0'"), (0xad, "'\\u00ad'"), (0xa1, "'\u{a1}'")] {
+        for (byte, quoted) in [
+            (0xa0u8, "'\\u00a0'"),
+            (0xad, "'\\u00ad'"),
+            (0xa1, "'\u{a1}'"),
+        ] {
             assert_eq!(
                 decode(&[byte]).unwrap_err().to_string(),
                 format!("invalid character {quoted} looking for beginning of value")
@@ -729,7 +804,11 @@ mod tests {
             syntax(&deep(MAX_DEPTH + 1)),
             "invalid character '[' exceeded max depth"
         );
-        let objects = format!("{}1{}", "{\"a\":".repeat(MAX_DEPTH + 1), "}".repeat(MAX_DEPTH + 1));
+        let objects = format!(
+            "{}1{}",
+            "{\"a\":".repeat(MAX_DEPTH + 1),
+            "}".repeat(MAX_DEPTH + 1)
+        );
         assert_eq!(syntax(&objects), "invalid character '{' exceeded max depth");
     }
 
@@ -746,7 +825,10 @@ mod tests {
         // A truncated sequence is one U+FFFD per byte, as Go's DecodeRune reads it.
         assert_eq!(value(b"\"\xe2\x82\""), json!("\u{fffd}\u{fffd}"));
         assert_eq!(value(b"\"\xe2\x82\xac\""), json!("\u{20ac}"));
-        assert_eq!(value(br#""\/\"\\\b\f\n\r\t""#), json!("/\"\\\u{8}\u{c}\n\r\t"));
+        assert_eq!(
+            value(br#""\/\"\\\b\f\n\r\t""#),
+            json!("/\"\\\u{8}\u{c}\n\r\t")
+        );
         assert_eq!(
             value(b"{\"labels\":{\"bindery.dev/consumer\":\"\\ud800\"}}"),
             json!({"labels": {"bindery.dev/consumer": "\u{fffd}"}})
@@ -783,7 +865,8 @@ mod tests {
 
     #[test]
     fn values_of_every_shape() {
-        let body = br#" { "a" : [ 1 , "x" , true , false , null , { } , [ ] , { "b" : [ [ ] ] } ] } "#;
+        let body =
+            br#" { "a" : [ 1 , "x" , true , false , null , { } , [ ] , { "b" : [ [ ] ] } ] } "#;
         assert_eq!(
             decode(body).unwrap().value,
             json!({"a": [1, "x", true, false, null, {}, [], {"b": [[]]}]})

@@ -4,6 +4,7 @@
 //! with kube-apiserver's words. Pure: no I/O.
 
 pub mod accept;
+pub mod body;
 pub mod json;
 pub mod protobuf;
 pub mod query;

@@ -107,7 +107,9 @@ pub fn go_int64(value: &str) -> Result<i64, ApiError> {
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return Err(error("invalid syntax"));
     }
-    value.parse::<i64>().map_err(|_| error("value out of range"))
+    value
+        .parse::<i64>()
+        .map_err(|_| error("value out of range"))
 }
 
 /// Go's `strconv.Quote`, for messages that quote caller input.
@@ -125,7 +127,9 @@ pub fn go_quote(text: &str) -> String {
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
             '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
             c if c.is_control() || (c.is_whitespace() && c != ' ') || c == '\u{ad}' => {
                 if (c as u32) < 0x10000 {
                     out.push_str(&format!("\\u{:04x}", c as u32));
@@ -313,7 +317,10 @@ pub struct DeleteOptions {
 impl DeleteOptions {
     pub fn parse(query: &Query) -> Result<Self, ApiError> {
         Ok(Self {
-            grace_period_seconds: query.first("gracePeriodSeconds").map(go_int64).transpose()?,
+            grace_period_seconds: query
+                .first("gracePeriodSeconds")
+                .map(go_int64)
+                .transpose()?,
             orphan_dependents: query.first("orphanDependents").map(go_bool),
             propagation_policy: query.first("propagationPolicy").map(str::to_string),
             dry_run: query.all("dryRun"),
@@ -437,11 +444,24 @@ mod tests {
     /// `0` and `false` (any case) is a watch.
     #[test]
     fn watch_is_every_value_but_zero_and_false() {
-        for raw in ["watch=yes", "watch=2", "watch=TRUE", "watch=", "watch", "watch=00"] {
+        for raw in [
+            "watch=yes",
+            "watch=2",
+            "watch=TRUE",
+            "watch=",
+            "watch",
+            "watch=00",
+        ] {
             assert!(ListOptions::is_watch(&query(raw)), "{raw}");
             assert!(ListOptions::parse(&query(raw)).unwrap().watch, "{raw}");
         }
-        for raw in ["watch=0", "watch=false", "watch=FaLsE", "", "watch=0&watch=1"] {
+        for raw in [
+            "watch=0",
+            "watch=false",
+            "watch=FaLsE",
+            "",
+            "watch=0&watch=1",
+        ] {
             assert!(!ListOptions::is_watch(&query(raw)), "{raw}");
         }
     }
@@ -462,7 +482,11 @@ mod tests {
             ),
         ] {
             let error = go_int64(raw).unwrap_err();
-            assert_eq!((error.code, error.message.as_str()), (400, message), "{raw}");
+            assert_eq!(
+                (error.code, error.message.as_str()),
+                (400, message),
+                "{raw}"
+            );
             assert_eq!(error.details, None);
         }
         let error = ListOptions::parse(&query("limit=&timeoutSeconds=x")).unwrap_err();
@@ -542,7 +566,10 @@ mod tests {
 
     #[test]
     fn quoting_is_gos() {
-        assert_eq!(go_quote("a\"b\\c\n\u{1}\u{a0}é"), r#""a\"b\\c\n\x01\u00a0é""#);
+        assert_eq!(
+            go_quote("a\"b\\c\n\u{1}\u{a0}é"),
+            r#""a\"b\\c\n\x01\u00a0é""#
+        );
     }
 
     proptest::proptest! {

@@ -1,0 +1,647 @@
+//! Request bodies, read as kube-apiserver reads them for a custom resource
+//! (`k8s.io/apiserver` v0.34 `endpoints/handlers`: `create.go`,
+//! `update.go`, `patch.go`, `delete.go`), or refused with its error. What
+//! bindery then sends on is what it decoded, encoded again: never the
+//! caller's bytes. Pure.
+//!
+//! - Objects (create, update): JSON or YAML; the Content-Type's
+//!   parameters do not matter, its absence means JSON. Protobuf is refused
+//!   as an unsupported type (kube-apiserver v1.34 offers it for custom
+//!   resources but panics decoding it).
+//! - Patches: the Content-Type decides, before anything else; JSON patch,
+//!   merge patch and server-side apply only.
+//! - DeleteOptions: JSON, YAML or protobuf; a body replaces the query's
+//!   options.
+//!
+//! A key given twice keeps its last value and is reported as kube-apiserver
+//! reports it: a `Warning` header, or a 400 under `fieldValidation=Strict`.
+
+use super::json::{self, JsonError};
+use super::query::{FieldValidation, go_quote};
+use crate::status::ApiError;
+use serde_json::Value;
+
+/// kube-apiserver's limit on request bodies (`MaxRequestBodyBytes`).
+pub const MAX_BYTES: usize = 3 * 1024 * 1024;
+
+/// The 413 for a body over [`MAX_BYTES`].
+pub fn too_large() -> ApiError {
+    ApiError {
+        code: 413,
+        reason: "RequestEntityTooLarge",
+        message: format!("Request entity too large: limit is {MAX_BYTES}"),
+        details: None,
+        plain_text: false,
+    }
+}
+
+/// A decoded body and the warnings kube-apiserver would send with its answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Body {
+    pub value: Value,
+    pub warnings: Vec<String>,
+}
+
+/// A write body's media type, as Go's `mime.ParseMediaType` reads it:
+/// lower-cased, parameters checked for form but otherwise ignored; `None`
+/// when it is malformed.
+fn media_type(content_type: Option<&str>) -> Option<String> {
+    let Some(content_type) = content_type.filter(|c| !c.trim().is_empty()) else {
+        return Some("application/json".into());
+    };
+    let mut parts = content_type.split(';');
+    let media = parts.next()?.trim().to_ascii_lowercase();
+    let (kind, sub_kind) = media.split_once('/')?;
+    let token = |s: &str| !s.is_empty() && s.bytes().all(is_token_byte);
+    if !token(kind) || !token(sub_kind) {
+        return None;
+    }
+    for param in parts {
+        let param = param.trim();
+        if param.is_empty() {
+            continue;
+        }
+        let (name, value) = param.split_once('=')?;
+        let value = value.trim();
+        let quoted = value.len() >= 2 && value.starts_with('"') && value.ends_with('"');
+        if !token(name.trim()) || !(token(value) || quoted) {
+            return None;
+        }
+    }
+    Some(media)
+}
+
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?=".contains(&b)
+}
+
+const OBJECT_TYPES: &str =
+    "application/json, application/yaml, application/vnd.kubernetes.protobuf";
+const PATCH_TYPES: &str =
+    "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml";
+
+/// The body of a create or update of a `kind`.
+pub fn object(
+    content_type: Option<&str>,
+    body: &[u8],
+    kind: &str,
+    validation: FieldValidation,
+) -> Result<Body, ApiError> {
+    match media_type(content_type).as_deref() {
+        Some("application/json") => json_object(body, kind, validation),
+        Some("application/yaml") => yaml_object(body, kind),
+        _ => Err(ApiError::unsupported_media_type(OBJECT_TYPES)),
+    }
+}
+
+fn json_object(body: &[u8], kind: &str, validation: FieldValidation) -> Result<Body, ApiError> {
+    let unrecognized = |error: &dyn std::fmt::Display| {
+        ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {kind}): {error} ({})",
+            summarize(body)
+        ))
+    };
+    let decoded = match json::decode_partial(body) {
+        Ok((decoded, None)) => decoded,
+        Ok((partial, Some(number))) => {
+            // Go read the version and kind before it failed on the number.
+            let error = JsonError::Number(number);
+            return Err(cannot_handle(&partial.value, kind, &error));
+        }
+        Err(error) => {
+            return Err(unrecognized(&format!(
+                "couldn't get version/kind; json parse error: {error}"
+            )));
+        }
+    };
+    let value = decoded.value;
+    type_meta(&value)
+        .map_err(|e| unrecognized(&format!("couldn't get version/kind; json parse error: {e}")))?;
+    if value
+        .get("kind")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        let text = String::from_utf8_lossy(body);
+        return Err(unrecognized(&format!(
+            "Object 'Kind' is missing in '{text}'"
+        )));
+    }
+    let strict: Vec<String> = decoded
+        .duplicate_fields
+        .iter()
+        .map(|path| format!("duplicate field {}", go_quote(path)))
+        .collect();
+    match validation {
+        FieldValidation::Strict if !strict.is_empty() => Err(cannot_handle(
+            &value,
+            kind,
+            &format!("strict decoding error: {}", strict.join(", ")),
+        )),
+        FieldValidation::Warn => Ok(Body {
+            value,
+            warnings: strict,
+        }),
+        _ => Ok(Body {
+            value,
+            warnings: Vec::new(),
+        }),
+    }
+}
+
+/// `<Kind> in version "<v>" cannot be handled as a <kind>: <error>`, as
+/// kube-apiserver words a body whose version and kind it read.
+fn cannot_handle(value: &Value, kind: &str, error: &dyn std::fmt::Display) -> ApiError {
+    let body_kind = value
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let api_version = value
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let version = api_version.rsplit('/').next().unwrap_or_default();
+    ApiError::bad_request(format!(
+        "{body_kind} in version {} cannot be handled as a {kind}: {error}",
+        go_quote(version)
+    ))
+}
+
+/// What Go's `encoding/json` says of the version and kind when it reads
+/// them into strings (the body is already known to be valid JSON).
+fn type_meta(value: &Value) -> Result<(), String> {
+    const TARGET: &str = r#"struct { APIVersion string "json:\"apiVersion,omitempty\""; Kind string "json:\"kind,omitempty\"" }"#;
+    let Some(object) = value.as_object() else {
+        if value.is_null() {
+            return Ok(());
+        }
+        let what = match value {
+            Value::Array(_) => "array",
+            Value::String(_) => "string",
+            Value::Number(_) => "number",
+            _ => "bool",
+        };
+        return Err(format!(
+            "json: cannot unmarshal {what} into Go value of type {TARGET}"
+        ));
+    };
+    for (key, field) in [("apiVersion", ".apiVersion"), ("kind", ".kind")] {
+        match object.get(key) {
+            None | Some(Value::String(_)) | Some(Value::Null) => {}
+            Some(other) => {
+                let what = match other {
+                    Value::Array(_) => "array",
+                    Value::Object(_) => "object",
+                    Value::Number(_) => "number",
+                    _ => "bool",
+                };
+                return Err(format!(
+                    "json: cannot unmarshal {what} into Go struct field {field} of type string"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn yaml_object(body: &[u8], kind: &str) -> Result<Body, ApiError> {
+    let value = yaml(body).map_err(|error| {
+        ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {kind}): {error} ({})",
+            summarize(body)
+        ))
+    })?;
+    if value
+        .get("kind")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        let text = String::from_utf8_lossy(body);
+        return Err(ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {kind}): Object 'Kind' is missing in '{text}' ({})",
+            summarize(body)
+        )));
+    }
+    Ok(Body {
+        value,
+        warnings: Vec::new(),
+    })
+}
+
+/// A YAML document as JSON; the first document of a stream, as
+/// `sigs.k8s.io/yaml` takes it, and null for an empty one.
+fn yaml(body: &[u8]) -> Result<Value, String> {
+    let first = serde_yaml::Deserializer::from_slice(body).next();
+    let Some(document) = first else {
+        return Ok(Value::Null);
+    };
+    let value: serde_yaml::Value =
+        serde::Deserialize::deserialize(document).map_err(|e| format!("yaml: {e}"))?;
+    serde_json::to_value(value).map_err(|e| format!("yaml: {e}"))
+}
+
+/// Go's `summarizeData(body, 30)`: the first 30 bytes, as text for an
+/// object, else in hex.
+fn summarize(body: &[u8]) -> String {
+    if body.is_empty() {
+        return "<empty>".into();
+    }
+    let head = &body[..body.len().min(30)];
+    let more = if body.len() > 30 { " ..." } else { "" };
+    if body.starts_with(b"{") {
+        format!("{}{more}", String::from_utf8_lossy(head))
+    } else {
+        let hex: String = head.iter().map(|b| format!("{b:02x}")).collect();
+        format!("{hex}{more}")
+    }
+}
+
+/// The kinds of patch kube-apiserver applies to a custom resource.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PatchType {
+    Json,
+    Merge,
+    Apply,
+}
+
+impl PatchType {
+    /// From the Content-Type, as kube-apiserver's patch handler reads it
+    /// first of all: cut at `;`, neither trimmed nor lower-cased.
+    pub fn of(content_type: Option<&str>) -> Result<Self, ApiError> {
+        let content_type = content_type.unwrap_or_default();
+        let media = match content_type.find(';') {
+            Some(i) if i > 0 => &content_type[..i],
+            _ => content_type,
+        };
+        match media {
+            "application/json-patch+json" => Ok(PatchType::Json),
+            "application/merge-patch+json" => Ok(PatchType::Merge),
+            "application/apply-patch+yaml" => Ok(PatchType::Apply),
+            _ => Err(ApiError::unsupported_media_type(PATCH_TYPES)),
+        }
+    }
+
+    pub fn content_type(self) -> &'static str {
+        match self {
+            PatchType::Json => "application/json-patch+json",
+            PatchType::Merge => "application/merge-patch+json",
+            PatchType::Apply => "application/apply-patch+yaml",
+        }
+    }
+}
+
+/// A patch's body. JSON and merge patches decode as JSON (with kube-apiserver's
+/// `error decoding patch` for what does not); an apply is YAML (JSON is YAML).
+pub fn patch(
+    patch_type: PatchType,
+    body: &[u8],
+    validation: FieldValidation,
+) -> Result<Body, ApiError> {
+    match patch_type {
+        PatchType::Apply => {
+            let value = yaml(body).map_err(|e| {
+                ApiError::bad_request(format!(
+                    "error decoding YAML: error converting YAML to JSON: {e}"
+                ))
+            })?;
+            Ok(Body {
+                value,
+                warnings: Vec::new(),
+            })
+        }
+        PatchType::Json | PatchType::Merge => {
+            let decoded = json::decode(body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+            let shape_error = match (patch_type, &decoded.value) {
+                (PatchType::Json, Value::Array(_)) | (PatchType::Merge, Value::Object(_)) => None,
+                (PatchType::Json, other) => Some(format!(
+                    "json: cannot unmarshal {} into Go value of type []handlers.jsonPatchOp",
+                    json_type(other)
+                )),
+                // A null merge patch decodes; the merge refuses it.
+                (_, Value::Null) => None,
+                (_, other) => Some(format!(
+                    "json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+                    json_type(other)
+                )),
+            };
+            if let Some(error) = shape_error
+                && validation != FieldValidation::Ignore
+            {
+                return Err(ApiError::bad_request(format!(
+                    "error decoding patch: {error}"
+                )));
+            }
+            let prefix = if patch_type == PatchType::Json {
+                "json patch "
+            } else {
+                ""
+            };
+            let warnings = match validation {
+                FieldValidation::Ignore => Vec::new(),
+                _ => decoded
+                    .duplicate_fields
+                    .iter()
+                    .map(|path| format!("{prefix}duplicate field {}", go_quote(path)))
+                    .collect(),
+            };
+            Ok(Body {
+                value: decoded.value,
+                warnings,
+            })
+        }
+    }
+}
+
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+        Value::String(_) => "string",
+        Value::Number(_) => "number",
+        Value::Bool(_) => "bool",
+        Value::Null => "null",
+    }
+}
+
+/// A DELETE's body as the `DeleteOptions` it holds; `None` for no body (the
+/// query's options then count). Errors decoding it are kube-apiserver's 500s.
+pub fn delete_options(content_type: Option<&str>, body: &[u8]) -> Result<Option<Value>, ApiError> {
+    if body.is_empty() {
+        return Ok(None);
+    }
+    let internal = |message: String| ApiError {
+        code: 500,
+        reason: "",
+        message,
+        details: None,
+        plain_text: false,
+    };
+    let value = match media_type(content_type).as_deref() {
+        Some("application/json") => json::decode(body)
+            .map(|d| d.value)
+            .map_err(|e| internal(format!("couldn't get version/kind; json parse error: {e}")))?,
+        Some("application/yaml") => yaml(body).map_err(internal)?,
+        Some(super::protobuf::MEDIA_TYPE) => {
+            super::protobuf::decode(body).map_err(|e| internal(e.to_string()))?
+        }
+        _ => return Err(ApiError::unsupported_media_type(OBJECT_TYPES)),
+    };
+    let kind = value
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if !value.is_object() || !matches!(kind, "" | "DeleteOptions") {
+        return Err(internal(
+            "decoded object cannot be converted to DeleteOptions".into(),
+        ));
+    }
+    Ok(Some(delete_options_only(&value)))
+}
+
+/// The fields of a `DeleteOptions`, and nothing else.
+fn delete_options_only(value: &Value) -> Value {
+    let mut out = serde_json::Map::new();
+    out.insert("kind".into(), "DeleteOptions".into());
+    out.insert("apiVersion".into(), "meta.k8s.io/v1".into());
+    for key in [
+        "gracePeriodSeconds",
+        "orphanDependents",
+        "propagationPolicy",
+        "dryRun",
+        "ignoreStoreReadErrorWithClusterBreakingPotential",
+    ] {
+        if let Some(field) = value.get(key).filter(|v| !v.is_null()) {
+            out.insert(key.into(), field.clone());
+        }
+    }
+    if let Some(Value::Object(preconditions)) = value.get("preconditions") {
+        let kept: serde_json::Map<String, Value> = preconditions
+            .iter()
+            .filter(|(k, v)| matches!(k.as_str(), "uid" | "resourceVersion") && !v.is_null())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        out.insert("preconditions".into(), Value::Object(kept));
+    }
+    Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const WIDGET: &str = "Widget";
+
+    fn create(content_type: Option<&str>, body: &str) -> Result<Body, ApiError> {
+        object(content_type, body.as_bytes(), WIDGET, FieldValidation::Warn)
+    }
+
+    #[test]
+    fn object_media_types_are_negotiated_as_kube_apiserver_does() {
+        let body = r#"{"apiVersion":"g/v1","kind":"Widget"}"#;
+        for content_type in [
+            None,
+            Some("application/json"),
+            Some("application/json; charset=utf-8"),
+            Some("Application/JSON"),
+            Some("application/json;"),
+            Some("application/yaml"),
+        ] {
+            assert!(create(content_type, body).is_ok(), "{content_type:?}");
+        }
+        for content_type in [
+            "application/json; foo",
+            "text/plain",
+            "application/vnd.kubernetes.protobuf",
+        ] {
+            let error = create(Some(content_type), body).unwrap_err();
+            assert_eq!(error.code, 415, "{content_type}");
+            assert_eq!(
+                error.message,
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+            );
+        }
+    }
+
+    /// Messages a real kube-apiserver gave for these bodies.
+    #[test]
+    fn undecodable_objects_get_kube_apiservers_400() {
+        let message = |body: &str| create(None, body).unwrap_err().message;
+        assert_eq!(
+            message(""),
+            "the object provided is unrecognized (must be of type Widget): couldn't get version/kind; json parse error: unexpected end of JSON input (<empty>)"
+        );
+        assert_eq!(
+            message("{} x"),
+            "the object provided is unrecognized (must be of type Widget): couldn't get version/kind; json parse error: invalid character 'x' after top-level value ({} x)"
+        );
+        assert_eq!(
+            message("{}"),
+            "the object provided is unrecognized (must be of type Widget): Object 'Kind' is missing in '{}' ({})"
+        );
+        assert_eq!(
+            message("[]"),
+            "the object provided is unrecognized (must be of type Widget): couldn't get version/kind; json parse error: json: cannot unmarshal array into Go value of type struct { APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" } (5b5d)"
+        );
+        assert_eq!(
+            message(r#"{"apiVersion":"g/v1","kind":"Widget","spec":{"n":1e400}}"#),
+            "Widget in version \"v1\" cannot be handled as a Widget: json: cannot unmarshal number 1e400 into Go value of type float64"
+        );
+        let long = format!(
+            r#"{{"apiVersion":"conformance.bindery.dev/v1","kind":"Widget","x":{}1{}}}"#,
+            "[".repeat(10_001),
+            "]".repeat(10_001)
+        );
+        assert_eq!(
+            message(&long),
+            "the object provided is unrecognized (must be of type Widget): couldn't get version/kind; json parse error: invalid character '[' exceeded max depth ({\"apiVersion\":\"conformance.bin ...)"
+        );
+    }
+
+    #[test]
+    fn a_body_go_reads_is_read_as_go_reads_it() {
+        let body = "{\"apiVersion\":\"g/v1\",\"kind\":\"Widget\",\"metadata\":{\"labels\":{\"a\":\"\\ud800\"}},\"spec\":{\"s\":\"\u{1}\"}}";
+        let body = body.replace('\u{1}', "a\u{fffd}b");
+        let decoded = create(None, &body).unwrap();
+        assert_eq!(decoded.value["metadata"]["labels"]["a"], json!("\u{fffd}"));
+    }
+
+    #[test]
+    fn duplicate_fields_warn_or_fail_as_asked() {
+        let body = br#"{"apiVersion":"g/v1","kind":"Widget","spec":{"a":1,"a":2}}"#;
+        let warned = object(None, body, WIDGET, FieldValidation::Warn).unwrap();
+        assert_eq!(warned.warnings, [r#"duplicate field "spec.a""#]);
+        assert_eq!(warned.value["spec"]["a"], json!(2));
+        let error = object(None, body, WIDGET, FieldValidation::Strict).unwrap_err();
+        assert_eq!(
+            error.message,
+            r#"Widget in version "v1" cannot be handled as a Widget: strict decoding error: duplicate field "spec.a""#
+        );
+        assert!(
+            object(None, body, WIDGET, FieldValidation::Ignore)
+                .unwrap()
+                .warnings
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn yaml_objects_decode_to_json() {
+        let decoded = create(
+            Some("application/yaml"),
+            "apiVersion: g/v1\nkind: Widget\nmetadata:\n  name: a\n---\nkind: Other\n",
+        )
+        .unwrap();
+        assert_eq!(
+            decoded.value,
+            json!({"apiVersion": "g/v1", "kind": "Widget", "metadata": {"name": "a"}})
+        );
+        assert_eq!(
+            create(Some("application/yaml"), ": :\n  - [")
+                .unwrap_err()
+                .code,
+            400
+        );
+    }
+
+    #[test]
+    fn patch_types_are_the_content_type_exactly() {
+        assert_eq!(
+            PatchType::of(Some("application/merge-patch+json; charset=utf-8")),
+            Ok(PatchType::Merge)
+        );
+        for content_type in [
+            None,
+            Some("application/strategic-merge-patch+json"),
+            Some("Application/Merge-Patch+JSON"),
+            Some(" application/merge-patch+json"),
+        ] {
+            let error = PatchType::of(content_type).unwrap_err();
+            assert_eq!(error.code, 415);
+            assert_eq!(
+                error.message,
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+            );
+        }
+    }
+
+    #[test]
+    fn patches_decode_with_kube_apiservers_errors() {
+        let message = |t, body: &str| {
+            patch(t, body.as_bytes(), FieldValidation::Warn)
+                .unwrap_err()
+                .message
+        };
+        assert_eq!(
+            message(PatchType::Merge, "{broken"),
+            "error decoding patch: invalid character 'b' looking for beginning of object key string"
+        );
+        assert_eq!(
+            message(PatchType::Merge, "[]"),
+            "error decoding patch: json: cannot unmarshal array into Go value of type map[string]interface {}"
+        );
+        assert_eq!(
+            message(PatchType::Json, "{}"),
+            "error decoding patch: json: cannot unmarshal object into Go value of type []handlers.jsonPatchOp"
+        );
+        let ops = patch(
+            PatchType::Json,
+            br#"[{"op":"add","op":"remove","path":"/a"}]"#,
+            FieldValidation::Warn,
+        )
+        .unwrap();
+        assert_eq!(ops.warnings, [r#"json patch duplicate field "[0].op""#]);
+        let apply = patch(
+            PatchType::Apply,
+            b"kind: Widget\nspec: {a: 1}\n",
+            FieldValidation::Warn,
+        )
+        .unwrap();
+        assert_eq!(apply.value, json!({"kind": "Widget", "spec": {"a": 1}}));
+    }
+
+    #[test]
+    fn delete_options_keep_only_their_fields() {
+        assert_eq!(delete_options(None, b"").unwrap(), None);
+        let options = delete_options(
+            Some("application/json"),
+            br#"{"kind":"DeleteOptions","apiVersion":"v1","gracePeriodSeconds":0,"preconditions":{"uid":"u","x":1},"sneaky":{"labels":1}}"#,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            options,
+            json!({"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1", "gracePeriodSeconds": 0,
+                "preconditions": {"uid": "u"}})
+        );
+        let error = delete_options(None, b"{").unwrap_err();
+        assert_eq!((error.code, error.reason), (500, ""));
+        assert_eq!(
+            delete_options(Some("text/plain"), b"{}").unwrap_err().code,
+            415
+        );
+        assert_eq!(
+            delete_options(None, br#"{"kind":"Widget"}"#)
+                .unwrap_err()
+                .message,
+            "decoded object cannot be converted to DeleteOptions"
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_bodies_never_panic(
+            body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..120),
+            content_type in "(application/(json|yaml|vnd.kubernetes.protobuf|merge-patch\\+json|json-patch\\+json|apply-patch\\+yaml)|\\PC{0,20})",
+        ) {
+            for validation in [FieldValidation::Ignore, FieldValidation::Warn, FieldValidation::Strict] {
+                let _ = object(Some(&content_type), &body, WIDGET, validation);
+                if let Ok(t) = PatchType::of(Some(&content_type)) {
+                    let _ = patch(t, &body, validation);
+                }
+            }
+            let _ = delete_options(Some(&content_type), &body);
+        }
+    }
+}

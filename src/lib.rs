@@ -17,6 +17,7 @@ pub mod certs;
 pub mod controllers;
 pub mod discovery;
 pub mod documents;
+pub mod forward;
 pub mod kubeconfig;
 pub mod proxy;
 pub mod route;

@@ -134,31 +134,28 @@ impl Verb {
         }
     }
 
-    /// The verb for `method` on `request` with the raw query string `query`
-    /// (which may hold `watch=`).
+    /// The verb for `method` on `request` with the raw query string `query`,
+    /// whose `watch` counts as kube-apiserver counts it (every value but
+    /// `0` and `false` is a watch).
     pub fn of_query(
         method: &http::Method,
         request: &ResourceRequest,
         query: Option<&str>,
     ) -> Option<Verb> {
-        let watch = query.and_then(|q| {
-            form_urlencoded::parse(q.as_bytes())
-                .find(|(k, _)| k == "watch")
-                .map(|(_, v)| v.into_owned())
-        });
-        Self::of(method, request, watch.as_deref())
+        let query = crate::wire::query::Query::parse(query);
+        Self::of(
+            method,
+            request,
+            crate::wire::query::ListOptions::is_watch(&query),
+        )
     }
 
-    /// The verb for `method` on `request`; `watch_query` is the value of
-    /// `?watch=`. `None` for a method the API does not serve.
-    pub fn of(
-        method: &http::Method,
-        request: &ResourceRequest,
-        watch_query: Option<&str>,
-    ) -> Option<Verb> {
+    /// The verb for `method` on `request`; `watch` says whether the query
+    /// asks for a watch. `None` for a method the API does not serve.
+    pub fn of(method: &http::Method, request: &ResourceRequest, watch: bool) -> Option<Verb> {
         let named = request.name.is_some();
         // `?watch` turns a list into a watch; on a named object it is a get.
-        let watch = request.watch_prefix || (!named && matches!(watch_query, Some("true" | "1")));
+        let watch = request.watch_prefix || (!named && watch);
         Some(match *method {
             http::Method::GET | http::Method::HEAD if watch => Verb::Watch,
             http::Method::GET | http::Method::HEAD if named => Verb::Get,
@@ -460,9 +457,9 @@ mod tests {
         let named = resource("/clusters/c1/apis/g.io/v1/namespaces/ns/widgets/w");
         let collection = resource("/clusters/c1/apis/g.io/v1/namespaces/ns/widgets");
         let get = http::Method::GET;
-        assert_eq!(Verb::of(&get, &named, None), Some(Verb::Get));
-        assert_eq!(Verb::of(&get, &collection, None), Some(Verb::List));
-        assert_eq!(Verb::of(&get, &collection, Some("true")), Some(Verb::Watch));
+        assert_eq!(Verb::of(&get, &named, false), Some(Verb::Get));
+        assert_eq!(Verb::of(&get, &collection, false), Some(Verb::List));
+        assert_eq!(Verb::of(&get, &collection, true), Some(Verb::Watch));
         assert_eq!(
             Verb::of_query(&get, &collection, Some("limit=5&watch=1")),
             Some(Verb::Watch)
@@ -471,17 +468,31 @@ mod tests {
             Verb::of_query(&get, &collection, Some("limit=5")),
             Some(Verb::List)
         );
-        assert_eq!(Verb::of(&get, &collection, Some("false")), Some(Verb::List));
-        assert_eq!(Verb::of(&get, &named, Some("true")), Some(Verb::Get));
+        // kube-apiserver's rule: every value but 0 and false is a watch.
+        for watch in ["watch=yes", "watch=2", "watch=TRUE", "watch=", "watch"] {
+            assert_eq!(
+                Verb::of_query(&get, &collection, Some(watch)),
+                Some(Verb::Watch),
+                "{watch}"
+            );
+        }
+        for list in ["watch=false", "watch=0", "watch=False"] {
+            assert_eq!(
+                Verb::of_query(&get, &collection, Some(list)),
+                Some(Verb::List),
+                "{list}"
+            );
+        }
+        assert_eq!(Verb::of(&get, &named, true), Some(Verb::Get));
         assert_eq!(
-            Verb::of(&http::Method::DELETE, &collection, None),
+            Verb::of(&http::Method::DELETE, &collection, false),
             Some(Verb::DeleteCollection)
         );
         assert_eq!(
-            Verb::of(&http::Method::DELETE, &named, None),
+            Verb::of(&http::Method::DELETE, &named, false),
             Some(Verb::Delete)
         );
-        assert_eq!(Verb::of(&http::Method::OPTIONS, &named, None), None);
+        assert_eq!(Verb::of(&http::Method::OPTIONS, &named, false), None);
     }
 
     #[test]

@@ -112,6 +112,38 @@ impl ApiError {
         )
     }
 
+    /// `413 RequestEntityTooLarge`.
+    pub fn too_large(message: impl Into<String>) -> Self {
+        Self::new(413, "RequestEntityTooLarge", message)
+    }
+
+    /// kube-apiserver's `NewGenericServerResponse(422, …)`: reason
+    /// `Invalid`, empty details.
+    pub fn generic_invalid(message: impl Into<String>) -> Self {
+        Self::new(422, "Invalid", message).with_details(json!({}))
+    }
+
+    /// kube-apiserver's 422 for request options (`<Kind>.meta.k8s.io ""
+    /// is invalid: …`), with one cause.
+    pub fn invalid_options(
+        kind: &str,
+        message: &str,
+        field: &str,
+        cause_reason: &str,
+        cause_message: &str,
+    ) -> Self {
+        Self::new(
+            422,
+            "Invalid",
+            format!("{kind}.meta.k8s.io \"\" is invalid: {message}"),
+        )
+        .with_details(json!({
+            "group": "meta.k8s.io",
+            "kind": kind,
+            "causes": [{"reason": cause_reason, "message": cause_message, "field": field}],
+        }))
+    }
+
     /// `422 Invalid` for one forbidden field.
     pub fn field_forbidden(group: &str, kind: &str, name: &str, field: &str, detail: &str) -> Self {
         let qualified = qualified(group, kind);

@@ -1,30 +1,42 @@
-//! Resource requests, served from the provider in one hop: check that the
-//! consumer has the resource, translate the request down, make sure a named
-//! write targets the consumer's own object, send it, and translate the
-//! response (or the watch stream) back up.
+//! Resource requests of a consumer, served from the provider in one hop
+//! through the forwarding pipeline (`crate::forward`): the request is read
+//! in full with kube-apiserver's rules, a named write's target is checked
+//! to be the consumer's own, a patch is applied by bindery and its result
+//! stored, the provider is asked in JSON, and its answer (or watch stream)
+//! is read by what was asked, translated through the consumer's view, and
+//! encoded as the consumer negotiated.
 
 pub mod namespaces;
 pub mod negotiate;
+mod patch;
+mod view;
 pub mod watch;
-pub mod yaml;
 
 use crate::catalog::{ConsumerView, ServedResource};
+use crate::forward::answer::{Expected, Shape, View, Visibility, answer_up, event_up};
+use crate::forward::encode::{self, ErrorForm};
+use crate::forward::request::{ApiRequest, Body, Incoming, Options};
 use crate::route::{ResourceRequest, Verb};
 use crate::status::ApiError;
 use crate::translate::binding::BoundResource;
 use crate::translate::continue_token::ContinueTokens;
 use crate::translate::continue_token::TokenError;
-use crate::translate::objects::{Refusal, Visibility, object_up};
-use crate::translate::request::{ConsumerRequest, RequestError, encode, request_down, token_scope};
-use crate::translate::response::{Translated, body_up, event_up, text_up};
+use crate::translate::objects::{Refusal, object_up};
+use crate::translate::request::{
+    ProviderRequest, RequestError, provider_path, request_down, token_scope, update_down,
+};
 use crate::upstream::{BoxBody, CacheAsked, IdentityScope, Translation, Upstream};
+use crate::wire::accept::{Media, Target};
+use crate::wire::body::PatchType;
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
 use http::{HeaderValue, Method, Response, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use namespaces::NamespaceProvisioner;
+use serde_json::Value;
 use std::sync::Arc;
 use tokio::sync::watch as signal;
+pub use view::BoundView;
 
 /// What serving resources needs.
 pub struct Proxy {
@@ -36,23 +48,43 @@ pub struct Proxy {
 
 /// A complete response with `body`.
 pub fn full(status: u16, content_type: &str, body: impl Into<Bytes>) -> Response<BoxBody> {
-    let mut response = Response::new(
-        Full::new(body.into())
-            .map_err(|never| match never {})
-            .boxed_unsync(),
-    );
-    *response.status_mut() =
-        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    if let Ok(value) = HeaderValue::from_str(content_type) {
-        response.headers_mut().insert(CONTENT_TYPE, value);
-    }
-    response
+    encode::full(status, content_type, body)
 }
 
-/// The response for an error.
+/// The response for one of bindery's errors, as JSON.
 pub fn error(error: &ApiError) -> Response<BoxBody> {
-    let (content_type, body) = error.body();
-    full(error.code, content_type, body)
+    ErrorForm::JSON.error(error)
+}
+
+/// Why a request is answered with an error.
+enum Failure {
+    /// bindery's own refusal.
+    Api(ApiError),
+    /// The provider's, in the consumer's terms: its HTTP status and Status.
+    Upstream(u16, Value),
+}
+
+impl From<ApiError> for Failure {
+    fn from(error: ApiError) -> Self {
+        Failure::Api(error)
+    }
+}
+
+/// How many times a patch is applied again when its object changed under it.
+const PATCH_ATTEMPTS: usize = 5;
+
+/// The upstream's name in errors.
+const PROVIDER: &str = "the provider";
+
+/// One resource request on its way through.
+struct Exchange<'a> {
+    proxy: &'a Proxy,
+    served: &'a ServedResource,
+    resource: &'a ResourceRequest,
+    request: ApiRequest,
+    view: BoundView,
+    shape: Shape,
+    user_agent: Option<HeaderValue>,
 }
 
 impl Proxy {
@@ -63,265 +95,468 @@ impl Proxy {
         parts: http::request::Parts,
         body: Bytes,
     ) -> Response<BoxBody> {
-        match self.try_serve(view, request, parts, body).await {
+        let errors = ErrorForm::of(&parts.headers, parts.uri.query());
+        match self.try_serve(view, &request, &parts, &body).await {
             Ok(response) => response,
-            Err(e) => error(&e),
+            Err(Failure::Api(error)) => errors.error(&error),
+            Err(Failure::Upstream(code, status)) => errors.status(code, &status),
         }
     }
 
     async fn try_serve(
         &self,
         view: &ConsumerView,
-        request: ResourceRequest,
-        parts: http::request::Parts,
-        body: Bytes,
-    ) -> Result<Response<BoxBody>, ApiError> {
+        resource: &ResourceRequest,
+        parts: &http::request::Parts,
+        body: &Bytes,
+    ) -> Result<Response<BoxBody>, Failure> {
         let served = view
-            .find(&request.group, &request.resource)
-            .filter(|s| s.serves(&request.version));
-        let Some(served) = served else {
-            return Err(ApiError::page_not_found());
-        };
+            .find(&resource.group, &resource.resource)
+            .filter(|s| s.serves(&resource.version))
+            .ok_or_else(ApiError::page_not_found)?;
         let bound = &served.bound;
-        check_scope(served, &request)?;
-        let query = decoded_query(&parts.uri);
-        let Some(verb) = Verb::of_query(&parts.method, &request, parts.uri.query()) else {
-            return Err(ApiError::method_not_allowed(
-                "",
-                &bound.group,
-                &bound.resource,
-            ));
+        check_scope(served, resource)?;
+        let incoming = Incoming {
+            method: &parts.method,
+            resource,
+            query: parts.uri.query(),
+            headers: &parts.headers,
+            body,
+            kind: &bound.kind,
         };
-        let content_type = header(&parts, CONTENT_TYPE);
-        // A named write must target the consumer's own object; its current
-        // labels let a patch that clears labels keep the identity ones.
-        let current = match &request.name {
-            Some(name) if matches!(verb, Verb::Update | Verb::Patch | Verb::Delete) => {
-                self.current_object(served, &request, name).await?
+        let request = ApiRequest::parse(&incoming)?
+            .ok_or_else(|| ApiError::method_not_allowed("", &bound.group, &bound.resource))?;
+        let api_version = format!("{}/{}", resource.group, resource.version);
+        let shape = Shape::of(
+            &request,
+            resource.subresource.as_deref(),
+            &bound.kind,
+            &api_version,
+        );
+        let exchange = Exchange {
+            proxy: self,
+            served,
+            resource,
+            view: BoundView {
+                bound: bound.clone(),
+                tokens: self.tokens.clone(),
+                scope: token_scope(bound, resource),
+            },
+            shape,
+            user_agent: parts.headers.get(USER_AGENT).cloned(),
+            request,
+        };
+        exchange.run().await
+    }
+}
+
+impl Exchange<'_> {
+    fn bound(&self) -> &BoundResource {
+        &self.served.bound
+    }
+
+    fn not_found(&self) -> ApiError {
+        let bound = self.bound();
+        ApiError::object_not_found(
+            &bound.group,
+            &bound.resource,
+            self.resource.name.as_deref().unwrap_or_default(),
+        )
+    }
+
+    async fn run(self) -> Result<Response<BoxBody>, Failure> {
+        let bound = self.bound();
+        let scale = self.resource.subresource.as_deref() == Some("scale");
+        // The object behind a named write, or a Scale, must be the
+        // consumer's own: the Scale itself carries no labels to tell.
+        let current = match (&self.resource.name, self.request.verb) {
+            (Some(_), Verb::Update | Verb::Patch | Verb::Delete) => self.current().await?,
+            (Some(_), Verb::Get) if scale => {
+                Some(self.current().await?.ok_or_else(|| self.not_found())?)
             }
             _ => None,
         };
-        let current_labels = current
-            .as_ref()
-            .and_then(|o| o.pointer("/metadata/labels"))
-            .and_then(serde_json::Value::as_object);
-        let incoming = ConsumerRequest {
-            resource: &request,
-            verb,
-            query: &query,
-            content_type: content_type.as_deref(),
-            body: &body,
-            current_labels,
-        };
-        let provider =
-            request_down(bound, &incoming, &self.tokens).map_err(|e| request_error(served, e))?;
-        if let Some(ns) = &request.namespace
-            && creates(verb, content_type.as_deref())
+        if let Some(Body::Patch(patch_type @ (PatchType::Json | PatchType::Merge), patch)) =
+            &self.request.body
         {
-            self.namespaces.ensure(bound, ns).await?;
+            return self.patch(*patch_type, patch, current).await;
         }
-
-        let (accept, to_yaml) =
-            negotiate::upstream_accept(header(&parts, ACCEPT).as_deref(), verb == Verb::Watch);
-        let mut uri = provider.path.clone();
-        if !provider.query.is_empty() {
-            uri.push('?');
-            uri.push_str(
-                &form_urlencoded::Serializer::new(String::new())
-                    .extend_pairs(&provider.query)
-                    .finish(),
-            );
+        let mut provider = request_down(bound, self.resource, &self.request, &self.proxy.tokens)
+            .map_err(|e| request_error(bound, e))?;
+        if let (Verb::Delete, Some(current)) = (self.request.verb, &current) {
+            pin_delete(&mut provider, current);
         }
-        let mut upstream = http::Request::builder()
-            .method(parts.method.clone())
-            .uri(&uri);
-        if let Some(accept) = &accept {
-            upstream = upstream.header(ACCEPT, accept.as_str());
-        }
-        if let Some(agent) = parts.headers.get(USER_AGENT) {
-            upstream = upstream.header(USER_AGENT, agent);
-        }
-        let body = match provider.body {
-            Some((content_type, bytes)) => {
-                upstream = upstream.header(CONTENT_TYPE, content_type);
-                Bytes::from(bytes)
-            }
-            None => {
-                if let Some(content_type) = parts.headers.get(CONTENT_TYPE) {
-                    upstream = upstream.header(CONTENT_TYPE, content_type);
-                }
-                body
-            }
-        };
-        let mut upstream = upstream
-            .body(body)
-            .map_err(|e| ApiError::internal(e.to_string()))?;
-        let make = || translation(bound, &self.tokens, token_scope(bound, &request));
-        if verb == Verb::List {
-            if request.namespace.is_none() {
-                upstream
-                    .extensions_mut()
-                    .insert(IdentityScope(bound.identity_selector()));
-            }
-            if let Some(bytes) = self.upstream.list_translated(&upstream, &make).await {
-                return Ok(translated_list(bytes, to_yaml));
-            }
-            upstream.extensions_mut().insert(CacheAsked);
-        }
-        if verb == Verb::Watch {
-            if let Some(body) = self.upstream.watch_translated(&upstream, &make).await {
-                let mut response = Response::new(body);
-                response
-                    .headers_mut()
-                    .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-                return Ok(response);
-            }
-            upstream.extensions_mut().insert(CacheAsked);
-        }
-        let response =
-            self.upstream.send(upstream).await.map_err(|e| {
-                ApiError::unavailable(format!("the provider cannot be reached: {e}"))
-            })?;
-        let (mut head, upstream_body) = response.into_parts();
-        let scope = token_scope(bound, &request);
-        let mut out_headers = http::HeaderMap::new();
-        for (name, value) in head.headers.iter() {
-            if name == CONTENT_TYPE {
-                out_headers.append(name, value.clone());
-            } else if name == "warning"
-                && let Ok(text) = value.to_str()
-                && let Ok(value) = HeaderValue::from_str(&text_up(bound, text))
-            {
-                out_headers.append(name, value);
-            }
-        }
-        if verb == Verb::Watch && head.status.is_success() {
-            let (bound, tokens) = (bound.clone(), self.tokens.clone());
-            let body = watch::translate_stream(
-                upstream_body,
-                Box::new(move |event| event_up(&bound, event, &tokens, &scope)),
-                self.shutdown.clone(),
-            );
-            let mut response = Response::new(body);
-            *response.status_mut() = head.status;
-            *response.headers_mut() = out_headers;
-            return Ok(response);
-        }
-        let bytes = upstream_body
-            .collect()
-            .await
-            .map_err(|e| ApiError::unavailable(format!("reading the provider's answer: {e}")))?
-            .to_bytes();
-        // A plain object GET whose version the cache holds already has its
-        // consumer form.
-        let plain_object = verb == Verb::Get
-            && head.status == StatusCode::OK
-            && !accept.as_deref().is_some_and(|a| a.contains("as="))
-            && head.headers.get(CONTENT_TYPE).map(HeaderValue::as_bytes)
-                == Some(b"application/json");
-        let made = plain_object
-            .then(|| {
-                self.upstream
-                    .object_translated(&provider.path, &bytes, &make)
-            })
-            .flatten();
-        let mut bytes = match made {
-            Some(made) => {
-                tracing::trace!(path = %provider.path, "GET answered with the cached consumer form");
-                made
-            }
-            None => match body_up(bound, &bytes, &self.tokens, &scope) {
-                Translated::Body(translated) => Bytes::from(translated),
-                Translated::Unchanged => bytes,
-                Translated::Hidden => {
-                    return Err(ApiError::object_not_found(
-                        &bound.group,
-                        &bound.resource,
-                        request.name.as_deref().unwrap_or_default(),
-                    ));
-                }
-            },
-        };
-        if to_yaml
-            && head
-                .headers
-                .get(CONTENT_TYPE)
-                .is_some_and(|ct| ct.as_bytes().starts_with(b"application/json"))
-            && let Some(yaml) = negotiate::json_to_yaml(&bytes)
+        if let Some(namespace) = &self.resource.namespace
+            && creates(&self.request)
         {
-            bytes = Bytes::from(yaml);
-            out_headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/yaml"));
+            self.proxy.namespaces.ensure(bound, namespace).await?;
         }
-        head.headers = out_headers;
-        Ok(Response::from_parts(
-            head,
-            Full::new(bytes)
-                .map_err(|never| match never {})
-                .boxed_unsync(),
-        ))
+        match self.request.verb {
+            Verb::Watch => self.watch(provider).await,
+            _ => self.exchange(provider).await,
+        }
     }
 
-    /// The provider's current object behind a named write, in provider terms;
-    /// `None` when there is none (the write itself then answers, or, for an
-    /// apply, creates). One that is someone else's reads as not found.
-    async fn current_object(
-        &self,
-        served: &ServedResource,
-        request: &ResourceRequest,
-        name: &str,
-    ) -> Result<Option<serde_json::Value>, ApiError> {
-        let bound = &served.bound;
-        let mut path = format!(
-            "/apis/{}/{}",
-            encode(&request.group),
-            encode(&request.version)
-        );
-        if let Some(ns) = &request.namespace {
-            path.push_str(&format!(
-                "/namespaces/{}",
-                encode(&bound.namespaces.to_provider(ns))
-            ));
+    /// The provider's current object behind the request's name, in provider
+    /// terms; `None` when there is none. Anything but the consumer's own
+    /// object or a plain "not found" stops the request: a throttled or
+    /// failing read is no proof of ownership.
+    async fn current(&self) -> Result<Option<Value>, Failure> {
+        let mut main = self.resource.clone();
+        main.subresource = None;
+        let path = provider_path(self.bound(), &main);
+        let (status, body) = self.get(&path).await?;
+        if status == StatusCode::NOT_FOUND {
+            return Ok(None);
         }
-        path.push_str(&format!(
-            "/{}/{}",
-            encode(&request.resource),
-            encode(&bound.provider_name(name))
-        ));
-        let uri: http::Uri = path
-            .parse()
-            .map_err(|_| ApiError::object_not_found(&bound.group, &bound.resource, name))?;
-        let get = http::Request::builder()
+        let shape = Shape {
+            expected: Expected::Object,
+            ..self.shape.clone()
+        };
+        match answer_up(&self.view, &shape, status.as_u16(), &body) {
+            // Visible: the provider's own form is what a patch applies to.
+            Ok(answer) if status == StatusCode::OK && answer.status == 200 => {
+                let object = serde_json::from_slice(&body).map_err(|_| self.unreadable())?;
+                Ok(Some(object))
+            }
+            Ok(answer) if !(200..300).contains(&answer.status) => {
+                Err(Failure::Upstream(answer.status, answer.value))
+            }
+            Ok(_) => Err(self.unreadable()),
+            Err(refused) => Err(refused.to_error(PROVIDER, || self.not_found()).into()),
+        }
+    }
+
+    fn unreadable(&self) -> Failure {
+        Failure::Api(crate::forward::answer::unreadable(PROVIDER))
+    }
+
+    /// A JSON GET of `path` at the provider: its status and body.
+    async fn get(&self, path: &str) -> Result<(StatusCode, Bytes), Failure> {
+        let request = http::Request::builder()
             .method(Method::GET)
-            .uri(uri)
+            .uri(path)
             .header(ACCEPT, "application/json")
             .body(Bytes::new())
             .map_err(|e| ApiError::internal(e.to_string()))?;
-        let response =
-            self.upstream.send(get).await.map_err(|e| {
-                ApiError::unavailable(format!("the provider cannot be reached: {e}"))
-            })?;
-        if response.status() == StatusCode::NOT_FOUND {
-            return Ok(None);
-        }
-        let bytes = response
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| ApiError::unavailable(e.to_string()))?
-            .to_bytes();
-        let object: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
-        if object.get("kind").and_then(|k| k.as_str()) == Some("Status") {
-            return Ok(None);
-        }
-        match object_up(bound, &mut object.clone(), true) {
-            Visibility::Visible => Ok(Some(object)),
-            Visibility::Hidden => Err(ApiError::object_not_found(
-                &bound.group,
-                &bound.resource,
-                name,
-            )),
-        }
+        let response = self.send(request).await?;
+        let status = response.status();
+        let body = read(response).await?;
+        Ok((status, body))
     }
+
+    async fn send(
+        &self,
+        request: http::Request<Bytes>,
+    ) -> Result<http::Response<BoxBody>, Failure> {
+        self.proxy.upstream.send(request).await.map_err(|e| {
+            ApiError::unavailable(format!("the provider cannot be reached: {e}")).into()
+        })
+    }
+
+    /// The HTTP request for `provider`.
+    fn build(&self, provider: &ProviderRequest) -> Result<http::Request<Bytes>, Failure> {
+        let mut request = http::Request::builder()
+            .method(provider.method.clone())
+            .uri(provider.uri())
+            .header(ACCEPT, provider.accept.as_str());
+        if let Some(agent) = &self.user_agent {
+            request = request.header(USER_AGENT, agent);
+        }
+        let body = match &provider.body {
+            Some((content_type, bytes)) => {
+                request = request.header(CONTENT_TYPE, *content_type);
+                Bytes::from(bytes.clone())
+            }
+            None => Bytes::new(),
+        };
+        let mut request = request
+            .body(body)
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        if self.request.verb == Verb::List && self.resource.namespace.is_none() {
+            request
+                .extensions_mut()
+                .insert(IdentityScope(self.bound().identity_selector()));
+        }
+        Ok(request)
+    }
+
+    /// Whether the shared cache may answer: the resource itself, in JSON.
+    fn cacheable(&self) -> bool {
+        self.request.output.target == Target::Resource
+            && self.shape.expected != Expected::Scale
+            && self.request.output.media != Media::Protobuf
+    }
+
+    fn translation(&self) -> Translation {
+        translation(self.bound(), &self.proxy.tokens, self.view.scope.clone())
+    }
+
+    /// Any request but a watch: sent, and its answer read and translated.
+    async fn exchange(&self, provider: ProviderRequest) -> Result<Response<BoxBody>, Failure> {
+        let mut upstream = self.build(&provider)?;
+        let make = || self.translation();
+        if self.request.verb == Verb::List && self.cacheable() {
+            if let Some(bytes) = self.proxy.upstream.list_translated(&upstream, &make).await {
+                return self.translated(200, &bytes, Vec::new());
+            }
+            upstream.extensions_mut().insert(CacheAsked);
+        }
+        let response = self.send(upstream).await?;
+        let status = response.status();
+        let warnings = self.warnings(response.headers());
+        let json = is_json(response.headers());
+        let bytes = read(response).await?;
+        if !json {
+            return Err(self.unreadable());
+        }
+        // A plain GET whose version the cache holds already has its
+        // consumer form.
+        if self.request.verb == Verb::Get
+            && status == StatusCode::OK
+            && self.cacheable()
+            && let Some(made) = self
+                .proxy
+                .upstream
+                .object_translated(&provider.path, &bytes, &make)
+        {
+            tracing::trace!(path = %provider.path, "GET answered with the cached consumer form");
+            return self.translated(200, &made, warnings);
+        }
+        self.answer(status.as_u16(), &bytes, warnings)
+    }
+
+    /// The provider's whole answer, translated and encoded.
+    fn answer(
+        &self,
+        status: u16,
+        bytes: &[u8],
+        warnings: Vec<String>,
+    ) -> Result<Response<BoxBody>, Failure> {
+        let answer = answer_up(&self.view, &self.shape, status, bytes)
+            .map_err(|refused| refused.to_error(PROVIDER, || self.not_found()))?;
+        if !(200..300).contains(&answer.status) {
+            return Err(Failure::Upstream(answer.status, answer.value));
+        }
+        if let Err(error) = &self.request.table {
+            return Err(error.clone().into());
+        }
+        self.respond(answer.status, &answer.value, warnings)
+    }
+
+    /// A body translation already made (the cache's consumer form): JSON
+    /// as it is, or decoded to be encoded as asked.
+    fn translated(
+        &self,
+        status: u16,
+        json: &[u8],
+        warnings: Vec<String>,
+    ) -> Result<Response<BoxBody>, Failure> {
+        let output = self.request.output;
+        if output.media == Media::Json && !self.request.pretty {
+            let mut response =
+                encode::full(status, "application/json", Bytes::copy_from_slice(json));
+            encode::add_warnings(&mut response, &self.all_warnings(warnings));
+            return Ok(response);
+        }
+        let value: Value = serde_json::from_slice(json).map_err(|_| self.unreadable())?;
+        self.respond(status, &value, warnings)
+    }
+
+    fn respond(
+        &self,
+        status: u16,
+        value: &Value,
+        warnings: Vec<String>,
+    ) -> Result<Response<BoxBody>, Failure> {
+        let (content_type, bytes) =
+            encode::encode(value, self.request.output.media, self.request.pretty)
+                .ok_or_else(|| self.unreadable())?;
+        let mut response = encode::full(status, content_type, bytes);
+        encode::add_warnings(&mut response, &self.all_warnings(warnings));
+        Ok(response)
+    }
+
+    /// bindery's own warnings (of the request), then the provider's.
+    fn all_warnings(&self, provider: Vec<String>) -> Vec<String> {
+        self.request
+            .warnings
+            .iter()
+            .cloned()
+            .chain(provider)
+            .collect()
+    }
+
+    /// The provider's warnings, in the consumer's terms.
+    fn warnings(&self, headers: &http::HeaderMap) -> Vec<String> {
+        headers
+            .get_all(http::header::WARNING)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .filter_map(warning_text)
+            .map(|text| self.view.text_up(&text))
+            .collect()
+    }
+
+    /// A watch: the cache's shared stream when it can serve it, else the
+    /// provider's, each event read, translated and encoded as negotiated.
+    async fn watch(&self, provider: ProviderRequest) -> Result<Response<BoxBody>, Failure> {
+        let mut upstream = self.build(&provider)?;
+        let media = self.request.output.media;
+        if self.cacheable() && media == Media::Json {
+            let make = || self.translation();
+            if let Some(body) = self.proxy.upstream.watch_translated(&upstream, &make).await {
+                return Ok(watch_response(StatusCode::OK, body, media));
+            }
+            upstream.extensions_mut().insert(CacheAsked);
+        }
+        let response = self.send(upstream).await?;
+        let status = response.status();
+        if !status.is_success() {
+            let warnings = self.warnings(response.headers());
+            let bytes = read(response).await?;
+            return self.answer(status.as_u16(), &bytes, warnings);
+        }
+        if !is_json(response.headers()) {
+            return Err(self.unreadable());
+        }
+        if let Err(error) = &self.request.table {
+            return Err(error.clone().into());
+        }
+        let (view, shape) = (self.view.clone(), self.shape.clone());
+        let body = watch::translate_stream(
+            response.into_body(),
+            Box::new(move |event| encode::event(&event_up(&view, &shape, event)?, media)),
+            self.proxy.shutdown.clone(),
+        );
+        Ok(watch_response(status, body, media))
+    }
+
+    /// A JSON or merge patch: applied by bindery to the consumer's form of
+    /// the object as it is, and its result stored with an update pinned to
+    /// the version it was applied to; applied again when the object
+    /// changed in between, as kube-apiserver applies a patch again.
+    async fn patch(
+        &self,
+        patch_type: PatchType,
+        patch: &Value,
+        mut current: Option<Value>,
+    ) -> Result<Response<BoxBody>, Failure> {
+        let bound = self.bound();
+        let Options::Patch(options) = &self.request.options else {
+            return Err(ApiError::internal("a patch without patch options").into());
+        };
+        if options.force.is_some() {
+            return Err(ApiError::invalid_options(
+                "PatchOptions",
+                "force: Forbidden: may not be specified for non-apply patch",
+                "force",
+                "FieldValueForbidden",
+                "Forbidden: may not be specified for non-apply patch",
+            )
+            .into());
+        }
+        let scale = self.resource.subresource.as_deref() == Some("scale");
+        let target = provider_path(bound, self.resource);
+        for attempt in 0.. {
+            let Some(object) = current.take() else {
+                return Err(self.not_found().into());
+            };
+            let base = if scale {
+                let (status, body) = self.get(&target).await?;
+                if !status.is_success() {
+                    return self.answer(status.as_u16(), &body, Vec::new());
+                }
+                serde_json::from_slice(&body).map_err(|_| self.unreadable())?
+            } else {
+                object
+            };
+            let mut result = patch::patched(bound, patch_type, patch, &base, !scale)?;
+            let pinned = result.pointer("/metadata/resourceVersion")
+                == base.pointer("/metadata/resourceVersion");
+            let body = update_down(bound, self.resource, &mut result)
+                .map_err(|refusal| request_error(bound, RequestError::Refused(refusal)))?;
+            let mut query = Vec::new();
+            options.encode(&mut query);
+            query.retain(|(key, _)| key != "force");
+            let provider = ProviderRequest {
+                method: Method::PUT,
+                path: target.clone(),
+                query,
+                accept: crate::translate::request::upstream_accept(
+                    self.request.output.target,
+                    false,
+                ),
+                body: Some(body),
+            };
+            let response = self.send(self.build(&provider)?).await?;
+            let status = response.status();
+            let warnings = self.warnings(response.headers());
+            let bytes = read(response).await?;
+            if status == StatusCode::CONFLICT && pinned && attempt + 1 < PATCH_ATTEMPTS {
+                current = self.current().await?;
+                continue;
+            }
+            return self.answer(status.as_u16(), &bytes, warnings);
+        }
+        unreachable!("the loop returns")
+    }
+}
+
+/// A watch stream's response.
+fn watch_response(status: StatusCode, body: BoxBody, media: Media) -> Response<BoxBody> {
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static(encode::watch_content_type(media)),
+    );
+    response
+}
+
+/// A delete removes exactly the object whose ownership was checked: its
+/// uid is a precondition (unless the caller gave one).
+fn pin_delete(provider: &mut ProviderRequest, current: &Value) {
+    let Some(uid) = current.pointer("/metadata/uid").and_then(Value::as_str) else {
+        return;
+    };
+    let Some((_, bytes)) = &mut provider.body else {
+        return;
+    };
+    let Ok(mut options) = serde_json::from_slice::<Value>(bytes) else {
+        return;
+    };
+    let preconditions = options.as_object_mut().map(|o| {
+        o.entry("preconditions")
+            .or_insert_with(|| serde_json::json!({}))
+    });
+    if let Some(Value::Object(preconditions)) = preconditions
+        && !preconditions.contains_key("uid")
+    {
+        preconditions.insert("uid".into(), Value::String(uid.to_string()));
+        *bytes = serde_json::to_vec(&options).expect("a JSON value serializes");
+    }
+}
+
+fn is_json(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .is_some_and(|ct| ct.as_bytes().starts_with(b"application/json"))
+}
+
+async fn read(response: http::Response<BoxBody>) -> Result<Bytes, Failure> {
+    response
+        .into_body()
+        .collect()
+        .await
+        .map(|collected| collected.to_bytes())
+        .map_err(|e| ApiError::unavailable(format!("reading the provider's answer: {e}")).into())
+}
+
+/// The text of a `Warning` header (`299 - "text"`).
+fn warning_text(header: &str) -> Option<String> {
+    let quoted = header.splitn(3, ' ').nth(2)?;
+    serde_json::from_str::<String>(quoted).ok()
 }
 
 /// How `bound`'s consumer sees each provider object, for upstreams that
@@ -333,7 +568,7 @@ fn translation(bound: &BoundResource, tokens: &Arc<ContinueTokens>, scope: Strin
     Translation {
         key,
         item: Box::new(move |bytes| {
-            let mut object: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+            let mut object: Value = serde_json::from_slice(bytes).ok()?;
             match object_up(&bound, &mut object, true) {
                 Visibility::Visible => serde_json::to_vec(&object).ok(),
                 Visibility::Hidden => None,
@@ -343,14 +578,6 @@ fn translation(bound: &BoundResource, tokens: &Arc<ContinueTokens>, scope: Strin
             let tokens = tokens.clone();
             Box::new(move |token| tokens.seal(&scope, token))
         },
-    }
-}
-
-/// A list body already in consumer terms, as JSON or YAML.
-fn translated_list(bytes: Vec<u8>, to_yaml: bool) -> Response<BoxBody> {
-    match to_yaml.then(|| negotiate::json_to_yaml(&bytes)).flatten() {
-        Some(yaml) => full(200, "application/yaml", yaml),
-        None => full(200, "application/json", bytes),
     }
 }
 
@@ -376,10 +603,8 @@ fn check_scope(served: &ServedResource, request: &ResourceRequest) -> Result<(),
 }
 
 /// Whether a write may create its object (and so needs its provider namespace).
-fn creates(verb: Verb, content_type: Option<&str>) -> bool {
-    verb == Verb::Create
-        || (verb == Verb::Patch
-            && content_type.is_some_and(|ct| ct.starts_with("application/apply-patch")))
+fn creates(request: &ApiRequest) -> bool {
+    request.verb == Verb::Create || matches!(request.body, Some(Body::Patch(PatchType::Apply, _)))
 }
 
 /// The request's query pairs, percent-decoded.
@@ -389,16 +614,7 @@ pub fn decoded_query(uri: &http::Uri) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
-fn header(parts: &http::request::Parts, name: http::header::HeaderName) -> Option<String> {
-    parts
-        .headers
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string)
-}
-
-fn request_error(served: &ServedResource, error: RequestError) -> ApiError {
-    let bound = &served.bound;
+fn request_error(bound: &BoundResource, error: RequestError) -> ApiError {
     match error {
         RequestError::Refused(Refusal::ReservedLabel { name, key }) => ApiError::field_forbidden(
             &bound.group,
@@ -417,149 +633,4 @@ fn request_error(served: &ServedResource, error: RequestError) -> ApiError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cache::store::Stored;
-    use crate::translate::binding::fixtures::widgets;
-    use crate::translate::objects::stamp_labels;
-    use serde_json::json;
-
-    /// The provider's JSON of a widget, as a GET answers it.
-    fn provider_body(labels_of: &BoundResource) -> Vec<u8> {
-        let mut object = json!({"apiVersion": "example.com/v1", "kind": "Widget",
-            "metadata": {"name": "w", "namespace": "kube-bind-c1-ns", "resourceVersion": "5",
-                "uid": "u-1", "annotations": {"a": "b"}},
-            "spec": {"size": 1.5, "text": "caf\u{e9} \"quoted\"", "list": [1, {"x": null}]},
-            "status": {"ready": true}});
-        stamp_labels(labels_of, object["metadata"].as_object_mut().unwrap());
-        serde_json::to_vec(&object).unwrap()
-    }
-
-    /// An upstream that answers every request with a widget's provider
-    /// JSON and offers [`MEMO`] as its consumer form, keeping the paths it
-    /// was asked for.
-    struct MemoUpstream {
-        body: Vec<u8>,
-        asked: std::sync::Mutex<Vec<String>>,
-    }
-
-    const MEMO: &str = r#"{"memo":true}"#;
-
-    type Sent<'a> = std::pin::Pin<
-        Box<
-            dyn std::future::Future<
-                    Output = Result<http::Response<BoxBody>, crate::upstream::BoxError>,
-                > + Send
-                + 'a,
-        >,
-    >;
-
-    impl Upstream for MemoUpstream {
-        fn send(&self, _request: http::Request<Bytes>) -> Sent<'_> {
-            let response = full(200, "application/json", self.body.clone());
-            Box::pin(async move { Ok(response) })
-        }
-
-        fn object_translated(
-            &self,
-            path: &str,
-            _body: &[u8],
-            _translation: &(dyn Fn() -> Translation + Send + Sync),
-        ) -> Option<Bytes> {
-            self.asked.lock().unwrap().push(path.to_string());
-            Some(Bytes::from_static(MEMO.as_bytes()))
-        }
-    }
-
-    async fn get_widget(proxy: &Proxy, bound: &BoundResource, accept: Option<&str>) -> String {
-        let spec = serde_json::from_value(json!({"group": "example.com",
-            "names": {"plural": "widgets", "kind": "Widget"}, "scope": "Namespaced",
-            "versions": [{"name": "v1", "served": true, "storage": true}]}))
-        .unwrap();
-        let view = ConsumerView {
-            consumer: bound.consumer.clone(),
-            cluster_namespace: "kube-bind-c1".into(),
-            resources: vec![ServedResource {
-                bound: bound.clone(),
-                spec: Arc::new(spec),
-            }],
-        };
-        let request = ResourceRequest {
-            group: "example.com".into(),
-            version: "v1".into(),
-            namespace: Some("ns".into()),
-            resource: "widgets".into(),
-            name: Some("w".into()),
-            subresource: None,
-            watch_prefix: false,
-        };
-        let mut builder = http::Request::get("/apis/example.com/v1/namespaces/ns/widgets/w");
-        if let Some(accept) = accept {
-            builder = builder.header(ACCEPT, accept);
-        }
-        let (parts, ()) = builder.body(()).unwrap().into_parts();
-        let response = proxy.serve(&view, request, parts, Bytes::new()).await;
-        assert_eq!(response.status(), StatusCode::OK);
-        let body = response.into_body().collect().await.unwrap().to_bytes();
-        String::from_utf8(body.to_vec()).unwrap()
-    }
-
-    /// A plain JSON GET is answered with the consumer form the upstream
-    /// already holds for the provider's answer; a GET for another
-    /// representation is translated from the answer itself.
-    #[tokio::test]
-    async fn a_plain_get_is_answered_with_the_upstreams_consumer_form() {
-        let bound = widgets();
-        let upstream = Arc::new(MemoUpstream {
-            body: provider_body(&bound),
-            asked: Default::default(),
-        });
-        let unreachable = tower::service_fn(|_: http::Request<kube::client::Body>| async {
-            Err::<http::Response<kube::client::Body>, _>(std::io::Error::other(
-                "no cluster in a unit test",
-            ))
-        });
-        let proxy = Proxy {
-            upstream: upstream.clone(),
-            tokens: Arc::new(ContinueTokens::random()),
-            namespaces: NamespaceProvisioner::new(kube::Client::new(unreachable, "default")),
-            shutdown: signal::channel(false).1,
-        };
-
-        assert_eq!(get_widget(&proxy, &bound, None).await, MEMO);
-        let asked = upstream.asked.lock().unwrap().clone();
-        assert_eq!(asked.len(), 1, "the memo is asked for once: {asked:?}");
-        assert!(
-            asked[0].ends_with("/widgets/w") && !asked[0].contains("/namespaces/ns/"),
-            "asked at the provider's path: {asked:?}"
-        );
-
-        let partial = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io";
-        let body = get_widget(&proxy, &bound, Some(partial)).await;
-        assert_ne!(body, MEMO, "another representation is not the memo");
-        assert_eq!(upstream.asked.lock().unwrap().len(), 1);
-    }
-
-    /// A GET answered from the cache carries the consumer form the cache
-    /// made from its stored copy; it must be the very body the GET's own
-    /// translation gives, and hide what that hides.
-    #[test]
-    fn the_cached_consumer_form_of_an_object_is_its_translated_get_body() {
-        let bound = widgets();
-        let mut other = widgets();
-        other.identity = crate::translate::IdentityHash::of_secret(b"other");
-        let tokens = Arc::new(ContinueTokens::random());
-        for labels_of in [&bound, &other] {
-            let body = provider_body(labels_of);
-            let stored = Stored::of(&serde_json::from_slice(&body).unwrap());
-            let made = stored.translated(&translation(&bound, &tokens, "s".into()));
-            match body_up(&bound, &body, &tokens, "s") {
-                Translated::Body(translated) => {
-                    assert_eq!(made.as_deref(), Some(&translated[..]));
-                }
-                Translated::Hidden => assert_eq!(made, None),
-                Translated::Unchanged => panic!("an object is translated"),
-            }
-        }
-    }
-}
+mod tests;

@@ -41,7 +41,7 @@ pub fn upstream_accept(accept: Option<&str>, watch: bool) -> (Option<String>, bo
 /// A JSON body as YAML, as kube-apiserver writes it.
 pub fn json_to_yaml(json: &[u8]) -> Option<Vec<u8>> {
     let value: serde_json::Value = serde_json::from_slice(json).ok()?;
-    Some(super::yaml::to_yaml(&value).into_bytes())
+    Some(crate::wire::yaml::to_yaml(&value).into_bytes())
 }
 
 #[cfg(test)]

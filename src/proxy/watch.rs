@@ -1,7 +1,9 @@
-//! Watch streams in consumer terms: the provider's newline-delimited events
-//! are translated one by one as they arrive; events of other exports are
-//! dropped. The stream ends when the provider ends it, the client goes away,
-//! or bindery shuts down.
+//! Watch streams in the caller's terms: the upstream's newline-delimited
+//! JSON events are decoded one by one as they arrive and handed to a
+//! translator, which answers with the bytes the caller gets for each (a
+//! JSON line, a protobuf frame) or drops it. A line that is not JSON is
+//! dropped: nothing bindery cannot read is passed on. The stream ends when
+//! the upstream ends it, the client goes away, or bindery shuts down.
 
 use crate::upstream::{BoxBody, BoxError};
 use bytes::{Bytes, BytesMut};
@@ -10,8 +12,21 @@ use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use tokio::sync::watch as signal;
 
-/// Rewrites one decoded event in place; `None` drops it.
-pub type EventTranslator = Box<dyn FnMut(&mut serde_json::Value) -> Option<()> + Send>;
+/// One decoded event into the bytes the caller gets for it; `None` drops it.
+pub type EventTranslator = Box<dyn FnMut(serde_json::Value) -> Option<Bytes> + Send>;
+
+/// A translator that rewrites each event in place and sends it as a JSON
+/// line.
+pub fn json_lines(
+    mut rewrite: impl FnMut(&mut serde_json::Value) -> Option<()> + Send + 'static,
+) -> EventTranslator {
+    Box::new(move |mut event| {
+        rewrite(&mut event)?;
+        let mut line = serde_json::to_vec(&event).ok()?;
+        line.push(b'\n');
+        Some(Bytes::from(line))
+    })
+}
 
 /// Translates a watch response body, event by event, with `translate`.
 pub fn translate_stream(
@@ -56,13 +71,7 @@ fn translate_line(translate: &mut EventTranslator, line: &[u8]) -> Option<Bytes>
     if trimmed.is_empty() {
         return None;
     }
-    let mut event: serde_json::Value = match serde_json::from_slice(trimmed) {
-        Ok(event) => event,
-        // Not JSON: nothing bindery can read, so nothing it may pass on.
-        Err(_) => return None,
-    };
-    translate(&mut event)?;
-    let mut out = serde_json::to_vec(&event).expect("a JSON value serializes");
-    out.push(b'\n');
-    Some(Bytes::from(out))
+    // Not JSON: nothing bindery can read, so nothing it may pass on.
+    let event: serde_json::Value = serde_json::from_slice(trimmed).ok()?;
+    translate(event)
 }

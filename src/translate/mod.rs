@@ -15,7 +15,6 @@ pub mod fields;
 pub mod identity;
 pub mod namespaces;
 pub mod objects;
-pub mod patch;
 pub mod request;
 pub mod response;
 pub mod workspace;

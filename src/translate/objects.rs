@@ -14,12 +14,7 @@ pub enum Refusal {
     ReservedLabel { name: String, key: String },
 }
 
-/// Whether a provider object may be shown to the consumer.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Visibility {
-    Visible,
-    Hidden,
-}
+pub use crate::forward::answer::Visibility;
 
 /// Rewrites a consumer object into provider terms, in place. `with_labels` is
 /// false for bodies without labels of their own (a Scale).

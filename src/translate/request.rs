@@ -1,22 +1,46 @@
-//! A consumer's resource request into a provider request: path, query and body.
+//! A consumer's resource request, read (`forward::request::ApiRequest`),
+//! into the provider request bindery sends: its method, path, the options
+//! it parsed encoded again (selectors, continue tokens and namespaces in
+//! provider terms), the representation to ask for (always JSON, which
+//! bindery translates), and a body bindery encoded. Nothing of the
+//! consumer's request is passed on as it came. Pure.
 
 use super::binding::BoundResource;
 use super::continue_token::{ContinueTokens, TokenError};
 use super::fields;
 use super::objects::{Refusal, object_down};
-use super::patch::{json_patch_down, merge_patch_down};
+use crate::forward::request::{ApiRequest, Body, Options};
 use crate::route::{ResourceRequest, Verb};
-use serde_json::{Map, Value};
+use crate::wire::accept::{MetaVersion, Target};
+use crate::wire::body::PatchType;
+use crate::wire::query::{IncludeObject, ListOptions, Pairs};
+use serde_json::Value;
 
 /// The request bindery sends to the provider.
 #[derive(Debug, PartialEq)]
 pub struct ProviderRequest {
+    pub method: http::Method,
     /// Path, percent-encoded.
     pub path: String,
     /// Query pairs, not yet encoded.
-    pub query: Vec<(String, String)>,
-    /// A rewritten body and its content type; `None` sends the consumer's unchanged.
-    pub body: Option<(String, Vec<u8>)>,
+    pub query: Pairs,
+    /// The Accept header: JSON, in the shape the caller negotiated.
+    pub accept: String,
+    /// The body and its content type.
+    pub body: Option<(&'static str, Vec<u8>)>,
+}
+
+impl ProviderRequest {
+    /// The path with its query.
+    pub fn uri(&self) -> String {
+        if self.query.is_empty() {
+            return self.path.clone();
+        }
+        let query = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(&self.query)
+            .finish();
+        format!("{}?{query}", self.path)
+    }
 }
 
 /// Why a request cannot be translated.
@@ -42,76 +66,158 @@ pub fn token_scope(bound: &BoundResource, request: &ResourceRequest) -> String {
     )
 }
 
-/// A consumer's resource request, as far as translation needs it.
-pub struct ConsumerRequest<'a> {
-    pub resource: &'a ResourceRequest,
-    pub verb: Verb,
-    /// Decoded query pairs.
-    pub query: &'a [(String, String)],
-    pub content_type: Option<&'a str>,
-    pub body: &'a [u8],
-    /// The target's current labels, for writes to a named object.
-    pub current_labels: Option<&'a Map<String, Value>>,
+/// The provider's Accept for what the caller negotiated: the same shape,
+/// in JSON, which bindery reads and translates.
+pub fn upstream_accept(target: Target, list: bool) -> String {
+    let meta = |kind: &str, version: MetaVersion| {
+        let version = match version {
+            MetaVersion::V1 => "v1",
+            MetaVersion::V1beta1 => "v1beta1",
+        };
+        format!("application/json;as={kind};v={version};g=meta.k8s.io")
+    };
+    match target {
+        Target::Resource => "application/json".into(),
+        Target::Table(version) => meta("Table", version),
+        Target::PartialObjectMetadata(version) if list => {
+            meta("PartialObjectMetadataList", version)
+        }
+        Target::PartialObjectMetadataList(version) if list => {
+            meta("PartialObjectMetadataList", version)
+        }
+        Target::PartialObjectMetadata(version) | Target::PartialObjectMetadataList(version) => {
+            meta("PartialObjectMetadata", version)
+        }
+    }
 }
 
-/// Translates the consumer's request.
+/// Translates a read request's (and a delete's, and a create's or update's)
+/// request. A patch is first made into the object it results in
+/// (`proxy::patch`), then sent as the update of that object.
 pub fn request_down(
     bound: &BoundResource,
-    incoming: &ConsumerRequest<'_>,
+    resource: &ResourceRequest,
+    request: &ApiRequest,
     tokens: &ContinueTokens,
 ) -> Result<ProviderRequest, RequestError> {
-    let ConsumerRequest {
-        resource: request,
-        verb,
-        query,
-        content_type,
-        body,
-        current_labels,
-    } = *incoming;
-    let path = provider_path(bound, request);
-    // Lists and watches across namespaces are narrowed to the export by label;
-    // within one namespace (the consumer's alone) every object's identity is
-    // checked on the way back instead, which keeps kube-apiserver's
-    // `remainingItemCount` (it is not given for label-selected lists).
-    // A deletecollection is always narrowed: it must never touch another's object.
-    let collection = match verb {
-        Verb::List | Verb::Watch => request.namespace.is_none(),
-        Verb::DeleteCollection => true,
-        _ => false,
+    let path = provider_path(bound, resource);
+    let mut query = Pairs::new();
+    let collection = matches!(
+        request.verb,
+        Verb::List | Verb::Watch | Verb::DeleteCollection
+    );
+    let mut method = match request.verb {
+        Verb::Get | Verb::List | Verb::Watch => http::Method::GET,
+        Verb::Create => http::Method::POST,
+        Verb::Update => http::Method::PUT,
+        Verb::Patch => http::Method::PATCH,
+        Verb::Delete | Verb::DeleteCollection => http::Method::DELETE,
     };
-    let mut out_query = Vec::with_capacity(query.len() + 1);
-    let mut saw_label_selector = false;
-    for (key, value) in query {
-        let value = match key.as_str() {
-            "labelSelector" if collection => {
-                saw_label_selector = true;
-                fields::label_selector(bound, Some(value))
-            }
-            "fieldSelector" => fields::field_selector(bound, value),
-            "continue" if !value.is_empty() => tokens
-                .open(&token_scope(bound, request), value)
-                .map_err(RequestError::Continue)?,
-            _ => value.clone(),
-        };
-        out_query.push((key.clone(), value));
-    }
-    if collection && !saw_label_selector {
-        out_query.push(("labelSelector".into(), fields::label_selector(bound, None)));
-    }
-    let body = match verb {
-        Verb::Create | Verb::Update | Verb::Patch => {
-            body_down(bound, request, content_type, body, current_labels)?
+    let mut body = None;
+    match &request.options {
+        Options::Get(options) => options.encode(&mut query),
+        Options::List(options) => {
+            list_down(bound, resource, request.verb, options, tokens)?.encode(&mut query);
         }
-        _ => None,
-    };
+        Options::Create(options) | Options::Update(options) | Options::Patch(options) => {
+            options.encode(&mut query);
+        }
+        Options::Delete(options) => body = Some(json_body(options)),
+        Options::DeleteCollection(options, delete) => {
+            list_down(bound, resource, request.verb, options, tokens)?.encode(&mut query);
+            body = Some(json_body(delete));
+        }
+    }
+    if let Target::Table(_) = request.output.target {
+        // Rows are checked by their objects: always ask for them.
+        let include = match request.table.as_ref().map(|t| t.include_object) {
+            Ok(IncludeObject::Object) => "Object",
+            _ => "Metadata",
+        };
+        query.push(("includeObject".into(), include.into()));
+    }
+    let with_labels = resource.subresource.as_deref() != Some("scale");
+    match &request.body {
+        Some(Body::Object(object)) => {
+            let mut object = object.clone();
+            object_down(bound, &mut object, with_labels)?;
+            body = Some(json_body(&object));
+        }
+        Some(Body::Patch(PatchType::Apply, config)) => {
+            let mut config = config.clone();
+            object_down(bound, &mut config, with_labels)?;
+            let bytes = serde_json::to_vec(&config).expect("a JSON value serializes");
+            body = Some((PatchType::Apply.content_type(), bytes));
+        }
+        Some(Body::Patch(_, _)) => {
+            // Applied by bindery and sent as the update of its result.
+            method = http::Method::PUT;
+        }
+        None => {}
+    }
     Ok(ProviderRequest {
+        method,
         path,
-        query: out_query,
+        query,
+        accept: upstream_accept(request.output.target, collection),
         body,
     })
 }
 
-fn provider_path(bound: &BoundResource, request: &ResourceRequest) -> String {
+/// A list's options in provider terms: its selectors mapped (and across
+/// namespaces, or to delete, narrowed to the export's identity), its
+/// continue token opened.
+fn list_down(
+    bound: &BoundResource,
+    resource: &ResourceRequest,
+    verb: Verb,
+    options: &ListOptions,
+    tokens: &ContinueTokens,
+) -> Result<ListOptions, RequestError> {
+    let mut out = options.clone();
+    // Lists and watches across namespaces are narrowed to the export by
+    // label; within one namespace (the consumer's alone) every object's
+    // identity is checked on the way back instead, which keeps
+    // kube-apiserver's `remainingItemCount` (it is not given for
+    // label-selected lists). A deletecollection is always narrowed: it
+    // must never touch another's object.
+    let narrowed = resource.namespace.is_none() || verb == Verb::DeleteCollection;
+    if narrowed {
+        let caller = Some(options.label_selector.as_str()).filter(|s| !s.is_empty());
+        out.label_selector = fields::label_selector(bound, caller);
+    }
+    if !options.field_selector.is_empty() {
+        out.field_selector = fields::field_selector(bound, &options.field_selector);
+    }
+    if !options.continue_token.is_empty() {
+        out.continue_token = tokens
+            .open(&token_scope(bound, resource), &options.continue_token)
+            .map_err(RequestError::Continue)?;
+    }
+    Ok(out)
+}
+
+/// The update that stores `object` (a patch's result, in consumer terms),
+/// in provider terms.
+pub fn update_down(
+    bound: &BoundResource,
+    resource: &ResourceRequest,
+    object: &mut Value,
+) -> Result<(&'static str, Vec<u8>), Refusal> {
+    let with_labels = resource.subresource.as_deref() != Some("scale");
+    object_down(bound, object, with_labels)?;
+    Ok(json_body(object))
+}
+
+fn json_body(value: &Value) -> (&'static str, Vec<u8>) {
+    (
+        "application/json",
+        serde_json::to_vec(value).expect("a JSON value serializes"),
+    )
+}
+
+/// The provider path of a consumer's resource request.
+pub fn provider_path(bound: &BoundResource, request: &ResourceRequest) -> String {
     let mut path = format!(
         "/apis/{}/{}",
         encode(&request.group),
@@ -137,54 +243,6 @@ fn provider_path(bound: &BoundResource, request: &ResourceRequest) -> String {
     path
 }
 
-/// Rewrites a write's body; bodies that do not parse go unchanged, for the
-/// provider to refuse exactly as it would.
-fn body_down(
-    bound: &BoundResource,
-    request: &ResourceRequest,
-    content_type: Option<&str>,
-    body: &[u8],
-    current_labels: Option<&Map<String, Value>>,
-) -> Result<Option<(String, Vec<u8>)>, Refusal> {
-    let media_type = content_type
-        .and_then(|ct| ct.split(';').next())
-        .map(|ct| ct.trim().to_ascii_lowercase())
-        .unwrap_or_else(|| "application/json".into());
-    let name = request.name.as_deref().unwrap_or_default();
-    let with_labels = request.subresource.as_deref() != Some("scale");
-    let parse_yaml = |body: &[u8]| serde_yaml::from_slice::<Value>(body).ok();
-    let (mut value, out_type) = match media_type.as_str() {
-        "application/json" => match serde_json::from_slice::<Value>(body) {
-            Ok(value) => (value, media_type.clone()),
-            Err(_) => return Ok(None),
-        },
-        "application/yaml" => match parse_yaml(body) {
-            Some(value) => (value, "application/json".to_string()),
-            None => return Ok(None),
-        },
-        "application/apply-patch+yaml" => match parse_yaml(body) {
-            Some(value) => (value, media_type.clone()),
-            None => return Ok(None),
-        },
-        "application/merge-patch+json" | "application/json-patch+json" => {
-            match serde_json::from_slice::<Value>(body) {
-                Ok(value) => (value, media_type.clone()),
-                Err(_) => return Ok(None),
-            }
-        }
-        _ => return Ok(None),
-    };
-    match media_type.as_str() {
-        "application/merge-patch+json" => {
-            merge_patch_down(bound, &mut value, name, current_labels)?
-        }
-        "application/json-patch+json" => json_patch_down(bound, &mut value, name)?,
-        _ => object_down(bound, &mut value, with_labels)?,
-    }
-    let bytes = serde_json::to_vec(&value).expect("a JSON value serializes");
-    Ok(Some((out_type, bytes)))
-}
-
 /// Percent-encodes one path segment.
 pub fn encode(segment: &str) -> String {
     let mut out = String::with_capacity(segment.len());
@@ -201,6 +259,7 @@ pub fn encode(segment: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::forward::request::testing;
     use crate::route::{ApiPath, Endpoint, parse};
     use crate::translate::binding::fixtures::widgets;
 
@@ -214,48 +273,39 @@ mod tests {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn call(
-        bound: &BoundResource,
-        resource: &ResourceRequest,
-        verb: Verb,
-        query: &[(String, String)],
-        content_type: Option<&str>,
+    fn down(
+        method: http::Method,
+        path: &str,
+        query: &str,
+        headers: &[(&str, &str)],
         body: &[u8],
         tokens: &ContinueTokens,
-        current_labels: Option<&Map<String, Value>>,
     ) -> Result<ProviderRequest, RequestError> {
-        let incoming = ConsumerRequest {
-            resource,
-            verb,
-            query,
-            content_type,
-            body,
-            current_labels,
-        };
-        request_down(bound, &incoming, tokens)
+        let resource = resource(path);
+        let request = testing::parse(method, &resource, query, headers, body).unwrap();
+        request_down(&widgets(), &resource, &request, tokens)
     }
 
-    fn pairs(raw: &[(&str, &str)]) -> Vec<(String, String)> {
+    fn pairs(raw: &[(&str, &str)]) -> Pairs {
         raw.iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
     }
 
+    const NS: &str = "/clusters/c1/apis/example.com/v1/namespaces/ns/widgets";
+    const ALL: &str = "/clusters/c1/apis/example.com/v1/widgets";
+
     #[test]
-    fn list_is_narrowed_and_mapped() {
-        let w = widgets();
+    fn lists_are_mapped_and_narrowed_across_namespaces() {
         let tokens = ContinueTokens::random();
-        let r = resource("/clusters/c1/apis/example.com/v1/namespaces/ns/widgets");
-        let out = call(
-            &w,
-            &r,
-            Verb::List,
-            &pairs(&[("limit", "2"), ("fieldSelector", "metadata.namespace=ns")]),
-            None,
+        let w = widgets();
+        let out = down(
+            http::Method::GET,
+            NS,
+            "limit=2&fieldSelector=metadata.namespace%3Dns&bogus=1",
+            &[],
             b"",
             &tokens,
-            None,
         )
         .unwrap();
         assert_eq!(
@@ -265,46 +315,52 @@ mod tests {
         assert_eq!(
             out.query,
             pairs(&[
-                ("limit", "2"),
                 ("fieldSelector", "metadata.namespace=kube-bind-c1-ns"),
+                ("limit", "2")
             ]),
-            "a list in one namespace is checked object by object"
+            "in one namespace objects are checked one by one; unknown parameters are dropped"
         );
-        assert_eq!(out.body, None);
-
-        let all = resource("/clusters/c1/apis/example.com/v1/widgets");
-        for verb in [Verb::List, Verb::Watch] {
-            let out = call(
-                &w,
-                &all,
-                verb,
-                &pairs(&[("labelSelector", "a=b")]),
-                None,
-                b"",
-                &tokens,
-                None,
-            )
-            .unwrap();
+        assert_eq!(out.accept, "application/json");
+        for query in ["labelSelector=a%3Db", "labelSelector=a%3Db&watch=yes"] {
+            let out = down(http::Method::GET, ALL, query, &[], b"", &tokens).unwrap();
             assert_eq!(out.path, "/apis/example.com/v1/widgets");
             assert_eq!(
-                out.query,
-                pairs(&[("labelSelector", &format!("a=b,{}", w.identity_selector()))])
+                out.query[0],
+                (
+                    "labelSelector".to_string(),
+                    format!("a=b,{}", w.identity_selector())
+                )
             );
         }
-        let out = call(
-            &w,
-            &r,
-            Verb::DeleteCollection,
+        let out = down(http::Method::DELETE, NS, "", &[], b"", &tokens).unwrap();
+        assert_eq!(
+            out.query,
+            pairs(&[("labelSelector", &w.identity_selector())])
+        );
+        assert!(
+            out.body.is_some(),
+            "a deletecollection sends its options as a body"
+        );
+    }
+
+    #[test]
+    fn watches_are_canonical() {
+        let out = down(
+            http::Method::GET,
+            NS,
+            "watch&resourceVersion=0&allowWatchBookmarks=1",
             &[],
-            None,
             b"",
-            &tokens,
-            None,
+            &ContinueTokens::random(),
         )
         .unwrap();
         assert_eq!(
             out.query,
-            pairs(&[("labelSelector", &w.identity_selector())])
+            pairs(&[
+                ("watch", "true"),
+                ("allowWatchBookmarks", "true"),
+                ("resourceVersion", "0")
+            ])
         );
     }
 
@@ -312,51 +368,64 @@ mod tests {
     fn continue_tokens_are_opened_for_their_scope_only() {
         let w = widgets();
         let tokens = ContinueTokens::random();
-        let r = resource("/clusters/c1/apis/example.com/v1/namespaces/ns/widgets");
-        let sealed = tokens.seal(&token_scope(&w, &r), "upstream");
-        let out = call(
-            &w,
-            &r,
-            Verb::List,
-            &pairs(&[("continue", &sealed)]),
-            None,
-            b"",
-            &tokens,
-            None,
-        )
-        .unwrap();
+        let sealed = tokens.seal(&token_scope(&w, &resource(NS)), "upstream");
+        let query = format!("continue={sealed}");
+        let out = down(http::Method::GET, NS, &query, &[], b"", &tokens).unwrap();
         assert!(out.query.contains(&("continue".into(), "upstream".into())));
-
-        let other = resource("/clusters/c1/apis/example.com/v1/namespaces/other/widgets");
+        let other = "/clusters/c1/apis/example.com/v1/namespaces/other/widgets";
         assert_eq!(
-            call(
-                &w,
-                &other,
-                Verb::List,
-                &pairs(&[("continue", &sealed)]),
-                None,
-                b"",
-                &tokens,
-                None,
-            ),
+            down(http::Method::GET, other, &query, &[], b"", &tokens),
             Err(RequestError::Continue(TokenError::Forged))
         );
     }
 
     #[test]
-    fn create_body_is_stamped() {
-        let w = widgets();
-        let r = resource("/clusters/c1/apis/example.com/v1/namespaces/ns/widgets");
-        let body = br#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"a","namespace":"ns"}}"#;
-        let out = call(
-            &w,
-            &r,
-            Verb::Create,
-            &[],
-            Some("application/json"),
+    fn tables_always_ask_for_objects() {
+        let table = "application/json;as=Table;v=v1;g=meta.k8s.io";
+        for (query, include) in [
+            ("includeObject=None", "Metadata"),
+            ("", "Metadata"),
+            ("includeObject=Object", "Object"),
+        ] {
+            let out = down(
+                http::Method::GET,
+                NS,
+                query,
+                &[("accept", table)],
+                b"",
+                &ContinueTokens::random(),
+            )
+            .unwrap();
+            assert_eq!(out.accept, table);
+            assert_eq!(out.query, pairs(&[("includeObject", include)]), "{query}");
+        }
+        let metadata =
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+        let out = down(
+            http::Method::GET,
+            NS,
+            "",
+            &[("accept", metadata)],
+            b"",
+            &ContinueTokens::random(),
+        )
+        .unwrap();
+        assert_eq!(
+            out.accept, "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io",
+            "metadata is asked for in JSON, translated, then encoded"
+        );
+    }
+
+    #[test]
+    fn bodies_are_bindery_encoded() {
+        let body = b"{\"apiVersion\":\"example.com/v1\",\"kind\":\"Widget\",\"metadata\":{\"name\":\"a\",\"namespace\":\"ns\",\"annotations\":{\"x\":\"\\ud800\"}}}";
+        let out = down(
+            http::Method::POST,
+            NS,
+            "dryRun=All&fieldManager=me&unknown=1",
+            &[("content-type", "application/json")],
             body,
             &ContinueTokens::random(),
-            None,
         )
         .unwrap();
         let (content_type, bytes) = out.body.unwrap();
@@ -364,53 +433,39 @@ mod tests {
         let value: Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(value["metadata"]["namespace"], "kube-bind-c1-ns");
         assert_eq!(value["metadata"]["labels"]["bindery.dev/consumer"], "c1");
-    }
+        assert_eq!(value["metadata"]["annotations"]["x"], "\u{fffd}");
+        assert_eq!(
+            out.query,
+            pairs(&[("dryRun", "All"), ("fieldManager", "me")])
+        );
 
-    #[test]
-    fn yaml_apply_is_translated_and_bad_bodies_pass() {
-        let w = widgets();
-        let r = resource("/clusters/c1/apis/example.com/v1/namespaces/ns/widgets/a");
+        let forged = br#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"a","labels":{"bindery.dev/export":"x"}}}"#;
+        assert!(matches!(
+            down(
+                http::Method::POST,
+                NS,
+                "",
+                &[],
+                forged,
+                &ContinueTokens::random()
+            ),
+            Err(RequestError::Refused(Refusal::ReservedLabel { .. }))
+        ));
+
         let yaml = b"apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: a\n";
-        let out = call(
-            &w,
-            &r,
-            Verb::Patch,
-            &[],
-            Some("application/apply-patch+yaml"),
+        let out = down(
+            http::Method::PATCH,
+            &format!("{NS}/a"),
+            "fieldManager=me",
+            &[("content-type", "application/apply-patch+yaml")],
             yaml,
             &ContinueTokens::random(),
-            None,
         )
         .unwrap();
         let (content_type, bytes) = out.body.unwrap();
         assert_eq!(content_type, "application/apply-patch+yaml");
         let value: Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(value["metadata"]["labels"]["bindery.dev/consumer"], "c1");
-
-        let out = call(
-            &w,
-            &r,
-            Verb::Update,
-            &[],
-            Some("application/json"),
-            b"{nope",
-            &ContinueTokens::random(),
-            None,
-        )
-        .unwrap();
-        assert_eq!(out.body, None);
-        let out = call(
-            &w,
-            &r,
-            Verb::Patch,
-            &[],
-            Some("application/strategic-merge-patch+json"),
-            b"{}",
-            &ContinueTokens::random(),
-            None,
-        )
-        .unwrap();
-        assert_eq!(out.body, None);
     }
 
     #[test]

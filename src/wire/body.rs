@@ -26,13 +26,7 @@ pub const MAX_BYTES: usize = 3 * 1024 * 1024;
 
 /// The 413 for a body over [`MAX_BYTES`].
 pub fn too_large() -> ApiError {
-    ApiError {
-        code: 413,
-        reason: "RequestEntityTooLarge",
-        message: format!("Request entity too large: limit is {MAX_BYTES}"),
-        details: None,
-        plain_text: false,
-    }
+    ApiError::too_large(format!("Request entity too large: limit is {MAX_BYTES}"))
 }
 
 /// A decoded body and the warnings kube-apiserver would send with its answer.

@@ -6,5 +6,7 @@
 pub mod accept;
 pub mod body;
 pub mod json;
+pub mod patch;
 pub mod protobuf;
 pub mod query;
+pub mod yaml;

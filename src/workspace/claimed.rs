@@ -152,10 +152,9 @@ async fn read(
         if let Some(list) = resumed_state(client, &paths.collection, &paths.query).await {
             filter.seen_in(&list);
         }
-        Some(
-            Box::new(move |event: &mut serde_json::Value| filter.event(event))
-                as watch::EventTranslator,
-        )
+        Some(watch::json_lines(move |event: &mut serde_json::Value| {
+            filter.event(event)
+        }))
     } else {
         None
     };

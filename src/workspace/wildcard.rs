@@ -113,14 +113,14 @@ pub async fn serve(
     let watch = is_watch.then(|| {
         let (catalog, key, request) = (app.catalog.clone(), export.to_string(), request.clone());
         let mut current = (generation, consumers.clone());
-        Box::new(move |event: &mut serde_json::Value| {
+        watch::json_lines(move |event: &mut serde_json::Value| {
             let now = catalog.read(Catalog::generation);
             if now != current.0 {
                 let bounds = catalog.read(|c| bounds_of(c, &key, &request));
                 current = (now, Arc::new(Consumers::new(bounds)));
             }
             current.1.event_up(event)
-        }) as watch::EventTranslator
+        })
     });
     let rewrite = |value: &mut serde_json::Value| {
         consumers.list_up(value);

@@ -17,6 +17,7 @@ mod deletion;
 mod export_status;
 mod fixture;
 mod front_proxy;
+mod hostile;
 mod leader;
 mod lifecycle;
 mod recording_server;

@@ -1,0 +1,372 @@
+//! A resource request read in full before anything is sent: its verb, the
+//! options kube-apiserver would read for that verb, the representation the
+//! caller negotiated, and its body, decoded. Each is read as kube-apiserver
+//! reads it, in the order it checks them, so a bad request gets the error
+//! kube-apiserver would give first. Pure.
+
+use crate::route::{ResourceRequest, Verb};
+use crate::status::ApiError;
+use crate::wire::accept::{self, Output, Target};
+use crate::wire::body::{self, PatchType};
+use crate::wire::query::{
+    self, DeleteOptions, GetOptions, ListOptions, Query, TableOptions, WriteOptions,
+};
+use serde_json::Value;
+
+/// The options of a request, by verb.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Options {
+    Get(GetOptions),
+    List(ListOptions),
+    Create(WriteOptions),
+    Update(WriteOptions),
+    Patch(WriteOptions),
+    /// The DeleteOptions the delete sends: the body's, else the query's.
+    Delete(Value),
+    DeleteCollection(ListOptions, Value),
+}
+
+/// A write's decoded body.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Body {
+    Object(Value),
+    Patch(PatchType, Value),
+}
+
+/// A resource request, read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApiRequest {
+    pub verb: Verb,
+    pub options: Options,
+    pub output: Output,
+    /// Whether a JSON answer is indented.
+    pub pretty: bool,
+    /// The Table's options when a Table was negotiated. kube-apiserver
+    /// reads them only once it has an answer, so a bad value is reported
+    /// then, not before.
+    pub table: Result<TableOptions, ApiError>,
+    pub body: Option<Body>,
+    /// Warnings kube-apiserver would send with its answer (duplicate keys).
+    pub warnings: Vec<String>,
+}
+
+/// What the request came with.
+pub struct Incoming<'a> {
+    pub method: &'a http::Method,
+    pub resource: &'a ResourceRequest,
+    pub query: Option<&'a str>,
+    pub headers: &'a http::HeaderMap,
+    pub body: &'a [u8],
+    /// The resource's kind, for messages about bodies.
+    pub kind: &'a str,
+}
+
+impl ApiRequest {
+    /// Reads `incoming`. `None` for a method no resource serves.
+    pub fn parse(incoming: &Incoming<'_>) -> Result<Option<Self>, ApiError> {
+        let query = Query::parse(incoming.query);
+        let Some(verb) = Verb::of(
+            incoming.method,
+            incoming.resource,
+            ListOptions::is_watch(&query),
+        ) else {
+            return Ok(None);
+        };
+        let header = |name: http::header::HeaderName| {
+            incoming.headers.get(name).and_then(|v| v.to_str().ok())
+        };
+        let accept = header(http::header::ACCEPT);
+        let content_type = header(http::header::CONTENT_TYPE);
+        let negotiate = || match verb {
+            Verb::Watch => accept::watch_output(accept),
+            _ => accept::output(accept),
+        };
+        let mut body = None;
+        let mut warnings = Vec::new();
+        let (options, output) = match verb {
+            // Lists read their query before they negotiate; gets after.
+            Verb::List | Verb::Watch => {
+                let options = ListOptions::parse(&query)?;
+                (Options::List(options), negotiate()?)
+            }
+            Verb::Get => {
+                let output = negotiate()?;
+                (Options::Get(GetOptions::parse(&query)?), output)
+            }
+            Verb::Create | Verb::Update => {
+                let output = negotiate()?;
+                let options = WriteOptions::parse(&query, false);
+                let decoded = body::object(
+                    content_type,
+                    incoming.body,
+                    incoming.kind,
+                    options.validation(),
+                )?;
+                warnings = decoded.warnings;
+                body = Some(Body::Object(decoded.value));
+                let options = if verb == Verb::Create {
+                    Options::Create(options)
+                } else {
+                    Options::Update(options)
+                };
+                (options, output)
+            }
+            Verb::Patch => {
+                // The patch's type is checked before anything else.
+                let patch_type = PatchType::of(content_type)?;
+                let output = negotiate()?;
+                let options = WriteOptions::parse(&query, true);
+                let decoded = body::patch(patch_type, incoming.body, options.validation())?;
+                warnings = decoded.warnings;
+                body = Some(Body::Patch(patch_type, decoded.value));
+                (Options::Patch(options), output)
+            }
+            Verb::Delete => {
+                let output = negotiate()?;
+                (
+                    Options::Delete(delete_options(&query, content_type, incoming.body)?),
+                    output,
+                )
+            }
+            Verb::DeleteCollection => {
+                let output = negotiate()?;
+                let list = ListOptions::parse(&query)?;
+                let delete = delete_options(&query, content_type, incoming.body)?;
+                (Options::DeleteCollection(list, delete), output)
+            }
+        };
+        let table = match output.target {
+            Target::Table(_) => TableOptions::parse(&query),
+            _ => Ok(TableOptions::default()),
+        };
+        let user_agent = header(http::header::USER_AGENT);
+        let pretty = verb != Verb::Watch && (output.pretty || query::pretty(&query, user_agent));
+        Ok(Some(Self {
+            verb,
+            options,
+            output,
+            pretty,
+            table,
+            body,
+            warnings,
+        }))
+    }
+
+    /// The list options of a list, watch or deletecollection.
+    pub fn list_options(&self) -> Option<&ListOptions> {
+        match &self.options {
+            Options::List(list) | Options::DeleteCollection(list, _) => Some(list),
+            _ => None,
+        }
+    }
+}
+
+/// A delete's options: its body's when it has one (which replaces the
+/// query's entirely), else the query's.
+fn delete_options(
+    query: &Query,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Result<Value, ApiError> {
+    match body::delete_options(content_type, body)? {
+        Some(options) => Ok(options),
+        None => Ok(DeleteOptions::parse(query)?.to_json()),
+    }
+}
+
+/// Requests read for tests elsewhere.
+#[cfg(test)]
+pub mod testing {
+    use super::*;
+
+    /// Reads a request for a Widget.
+    pub fn parse(
+        method: http::Method,
+        resource: &ResourceRequest,
+        query: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<ApiRequest, ApiError> {
+        let mut map = http::HeaderMap::new();
+        for (k, v) in headers {
+            map.insert(
+                http::header::HeaderName::from_bytes(k.as_bytes()).expect("a header name"),
+                v.parse().expect("a header value"),
+            );
+        }
+        let incoming = Incoming {
+            method: &method,
+            resource,
+            query: Some(query),
+            headers: &map,
+            body,
+            kind: "Widget",
+        };
+        ApiRequest::parse(&incoming).map(|r| r.expect("a served method"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::accept::{Media, MetaVersion};
+    use serde_json::json;
+
+    fn resource(name: Option<&str>) -> ResourceRequest {
+        ResourceRequest {
+            group: "g".into(),
+            version: "v1".into(),
+            namespace: Some("ns".into()),
+            resource: "widgets".into(),
+            name: name.map(str::to_string),
+            subresource: None,
+            watch_prefix: false,
+        }
+    }
+
+    fn parse(
+        method: http::Method,
+        name: Option<&str>,
+        query: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<ApiRequest, ApiError> {
+        testing::parse(method, &resource(name), query, headers, body)
+    }
+
+    #[test]
+    fn a_list_reads_its_query_before_it_negotiates() {
+        let error = parse(
+            http::Method::GET,
+            None,
+            "limit=x",
+            &[("accept", "text/html")],
+            b"",
+        )
+        .unwrap_err();
+        assert_eq!(error.code, 400);
+        let error = parse(
+            http::Method::GET,
+            Some("w"),
+            "export=1",
+            &[("accept", "text/html")],
+            b"",
+        )
+        .unwrap_err();
+        assert_eq!(error.code, 406, "a get negotiates first");
+    }
+
+    #[test]
+    fn a_patch_checks_its_type_first() {
+        let error = parse(
+            http::Method::PATCH,
+            Some("w"),
+            "",
+            &[
+                ("accept", "text/html"),
+                ("content-type", "application/strategic-merge-patch+json"),
+            ],
+            b"{}",
+        )
+        .unwrap_err();
+        assert_eq!(error.code, 415);
+    }
+
+    #[test]
+    fn a_watch_of_metadata_in_protobuf_is_read() {
+        let request = parse(
+            http::Method::GET,
+            None,
+            "watch=yes&resourceVersion=0",
+            &[(
+                "accept",
+                "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+            )],
+            b"",
+        )
+        .unwrap();
+        assert_eq!(request.verb, Verb::Watch);
+        assert_eq!(request.output.media, Media::Protobuf);
+        assert_eq!(
+            request.output.target,
+            Target::PartialObjectMetadata(MetaVersion::V1)
+        );
+        assert!(!request.pretty);
+    }
+
+    #[test]
+    fn a_bad_include_object_waits_for_the_answer() {
+        let request = parse(
+            http::Method::GET,
+            None,
+            "includeObject=Everything",
+            &[("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
+            b"",
+        )
+        .unwrap();
+        assert_eq!(request.table.unwrap_err().code, 400);
+    }
+
+    #[test]
+    fn a_delete_sends_its_bodys_options_else_its_querys() {
+        let request = parse(
+            http::Method::DELETE,
+            Some("w"),
+            "gracePeriodSeconds=5",
+            &[],
+            br#"{"kind":"DeleteOptions","propagationPolicy":"Orphan"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            request.options,
+            Options::Delete(
+                json!({"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1",
+                "propagationPolicy": "Orphan"})
+            )
+        );
+        let request = parse(
+            http::Method::DELETE,
+            Some("w"),
+            "gracePeriodSeconds=5",
+            &[],
+            b"",
+        )
+        .unwrap();
+        assert_eq!(
+            request.options,
+            Options::Delete(
+                json!({"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1",
+                "gracePeriodSeconds": 5})
+            )
+        );
+    }
+
+    #[test]
+    fn a_create_decodes_its_body_as_go_does() {
+        let request = parse(
+            http::Method::POST,
+            None,
+            "",
+            &[("content-type", "application/json")],
+            b"{\"apiVersion\":\"g/v1\",\"kind\":\"Widget\",\"metadata\":{\"annotations\":{\"a\":\"\\ud800\"}}}",
+        )
+        .unwrap();
+        let Some(Body::Object(object)) = request.body else {
+            panic!("an object body");
+        };
+        assert_eq!(object["metadata"]["annotations"]["a"], "\u{fffd}");
+    }
+
+    #[test]
+    fn curl_gets_pretty_json() {
+        let request = parse(
+            http::Method::GET,
+            Some("w"),
+            "",
+            &[("user-agent", "curl/8.5")],
+            b"",
+        )
+        .unwrap();
+        assert!(request.pretty);
+    }
+}

@@ -1,0 +1,362 @@
+//! The proxy against a scripted upstream: what it asks, and what it does
+//! with what it is told.
+
+use super::*;
+use crate::cache::store::Stored;
+use crate::translate::binding::fixtures::widgets;
+use crate::translate::objects::stamp_labels;
+use serde_json::json;
+use std::sync::Mutex;
+
+/// The provider's JSON of widget `w`, as a GET answers it.
+fn provider_object(labels_of: &BoundResource) -> Value {
+    let mut object = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "w", "namespace": "kube-bind-c1-ns", "resourceVersion": "5",
+            "uid": "u-1", "annotations": {"a": "b"}},
+        "spec": {"size": 1.5, "text": "caf\u{e9} \"quoted\"", "list": [1, {"x": null}]},
+        "status": {"ready": true}});
+    stamp_labels(labels_of, object["metadata"].as_object_mut().unwrap());
+    object
+}
+
+type Sent<'a> = std::pin::Pin<
+    Box<
+        dyn std::future::Future<Output = Result<http::Response<BoxBody>, crate::upstream::BoxError>>
+            + Send
+            + 'a,
+    >,
+>;
+
+/// How a scripted upstream answers a request.
+type Script = Box<dyn Fn(&http::Request<Bytes>) -> Response<BoxBody> + Send + Sync>;
+
+/// An upstream that answers each request with what `answer` makes of it,
+/// keeps every request it was sent, and offers [`MEMO`] as the consumer
+/// form of any object.
+struct Scripted {
+    answer: Script,
+    sent: Mutex<Vec<(Method, String, Option<String>)>>,
+    memo_asked: Mutex<Vec<String>>,
+}
+
+const MEMO: &str = r#"{"memo":true}"#;
+
+impl Scripted {
+    fn new(
+        answer: impl Fn(&http::Request<Bytes>) -> Response<BoxBody> + Send + Sync + 'static,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            answer: Box::new(answer),
+            sent: Mutex::default(),
+            memo_asked: Mutex::default(),
+        })
+    }
+
+    fn methods(&self) -> Vec<Method> {
+        self.sent
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(m, _, _)| m.clone())
+            .collect()
+    }
+}
+
+impl Upstream for Scripted {
+    fn send(&self, request: http::Request<Bytes>) -> Sent<'_> {
+        let accept = request
+            .headers()
+            .get(ACCEPT)
+            .map(|v| v.to_str().unwrap().to_string());
+        self.sent.lock().unwrap().push((
+            request.method().clone(),
+            request.uri().to_string(),
+            accept,
+        ));
+        let response = (self.answer)(&request);
+        Box::pin(async move { Ok(response) })
+    }
+
+    fn object_translated(
+        &self,
+        path: &str,
+        _body: &[u8],
+        _translation: &(dyn Fn() -> Translation + Send + Sync),
+    ) -> Option<Bytes> {
+        self.memo_asked.lock().unwrap().push(path.to_string());
+        Some(Bytes::from_static(MEMO.as_bytes()))
+    }
+}
+
+fn proxy(upstream: Arc<dyn Upstream>) -> Proxy {
+    let unreachable = tower::service_fn(|_: http::Request<kube::client::Body>| async {
+        Err::<http::Response<kube::client::Body>, _>(std::io::Error::other(
+            "no cluster in a unit test",
+        ))
+    });
+    Proxy {
+        upstream,
+        tokens: Arc::new(ContinueTokens::random()),
+        namespaces: NamespaceProvisioner::new(kube::Client::new(unreachable, "default")),
+        shutdown: signal::channel(false).1,
+    }
+}
+
+fn consumer_view(bound: &BoundResource) -> ConsumerView {
+    let spec = serde_json::from_value(json!({"group": "example.com",
+        "names": {"plural": "widgets", "kind": "Widget"}, "scope": "Namespaced",
+        "versions": [{"name": "v1", "served": true, "storage": true}]}))
+    .unwrap();
+    ConsumerView {
+        consumer: bound.consumer.clone(),
+        cluster_namespace: "kube-bind-c1".into(),
+        resources: vec![ServedResource {
+            bound: bound.clone(),
+            spec: Arc::new(spec),
+        }],
+    }
+}
+
+fn widget_request(name: Option<&str>) -> ResourceRequest {
+    ResourceRequest {
+        group: "example.com".into(),
+        version: "v1".into(),
+        namespace: Some("ns".into()),
+        resource: "widgets".into(),
+        name: name.map(str::to_string),
+        subresource: None,
+        watch_prefix: false,
+    }
+}
+
+async fn call(
+    proxy: &Proxy,
+    bound: &BoundResource,
+    request: http::Request<Bytes>,
+    name: Option<&str>,
+) -> (StatusCode, String) {
+    let (parts, body) = request.into_parts();
+    let response = proxy
+        .serve(&consumer_view(bound), widget_request(name), parts, body)
+        .await;
+    let status = response.status();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+fn json_response(status: u16, value: &Value) -> Response<BoxBody> {
+    full(
+        status,
+        "application/json",
+        serde_json::to_vec(value).unwrap(),
+    )
+}
+
+const PATH: &str = "/apis/example.com/v1/namespaces/ns/widgets/w";
+
+/// A plain JSON GET is answered with the consumer form the upstream
+/// already holds for the provider's answer; a GET for another
+/// representation is translated from the answer itself.
+#[tokio::test]
+async fn a_plain_get_is_answered_with_the_upstreams_consumer_form() {
+    let bound = widgets();
+    let object = provider_object(&bound);
+    let upstream = Scripted::new(move |request| {
+        let accept = request.headers()[ACCEPT].to_str().unwrap();
+        if accept.contains("as=PartialObjectMetadata") {
+            let mut partial =
+                json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1"});
+            partial["metadata"] = object["metadata"].clone();
+            json_response(200, &partial)
+        } else {
+            json_response(200, &object)
+        }
+    });
+    let proxy = proxy(upstream.clone());
+    let get = |accept: Option<&str>| {
+        let mut builder = http::Request::get(PATH);
+        if let Some(accept) = accept {
+            builder = builder.header(ACCEPT, accept);
+        }
+        builder.body(Bytes::new()).unwrap()
+    };
+
+    let (status, body) = call(&proxy, &bound, get(None), Some("w")).await;
+    assert_eq!((status, body.as_str()), (StatusCode::OK, MEMO));
+    let asked = upstream.memo_asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "the memo is asked for once: {asked:?}");
+    assert!(
+        asked[0].ends_with("/widgets/w") && !asked[0].contains("/namespaces/ns/"),
+        "asked at the provider's path: {asked:?}"
+    );
+
+    let partial = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io";
+    let (status, body) = call(&proxy, &bound, get(Some(partial)), Some("w")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let value: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(value["kind"], "PartialObjectMetadata");
+    assert_eq!(value["metadata"]["namespace"], "ns");
+    assert_eq!(upstream.memo_asked.lock().unwrap().len(), 1);
+}
+
+/// A GET answered from the cache carries the consumer form the cache
+/// made from its stored copy; it must be the very body the GET's own
+/// translation gives, and hide what that hides.
+#[test]
+fn the_cached_consumer_form_of_an_object_is_its_translated_get_body() {
+    let bound = widgets();
+    let mut other = widgets();
+    other.identity = crate::translate::IdentityHash::of_secret(b"other");
+    let tokens = Arc::new(ContinueTokens::random());
+    let view = BoundView {
+        bound: bound.clone(),
+        tokens: tokens.clone(),
+        scope: "s".into(),
+    };
+    let shape = Shape {
+        expected: Expected::Object,
+        kind: "Widget".into(),
+        api_version: "example.com/v1".into(),
+        include: Default::default(),
+    };
+    for labels_of in [&bound, &other] {
+        let body = serde_json::to_vec(&provider_object(labels_of)).unwrap();
+        let stored = Stored::of(&serde_json::from_slice(&body).unwrap());
+        let made = stored.translated(&translation(&bound, &tokens, "s".into()));
+        match answer_up(&view, &shape, 200, &body) {
+            Ok(answer) => assert_eq!(
+                made.as_deref(),
+                Some(&serde_json::to_vec(&answer.value).unwrap()[..])
+            ),
+            Err(_) => assert_eq!(made, None),
+        }
+    }
+}
+
+/// On main, any answer but 404 to the ownership read let a named write
+/// through: a 429 under throttling, a 500, or a body that was not JSON.
+/// Now only the consumer's own object, or a plain "not found", lets it go
+/// on; the caller gets the provider's answer, in its terms.
+#[tokio::test]
+async fn a_named_write_goes_no_further_than_an_unclear_ownership_read() {
+    let bound = widgets();
+    for (status, body) in [
+        (
+            429,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                "message": "too many requests in kube-bind-c1-ns", "reason": "TooManyRequests",
+                "details": {"retryAfterSeconds": 1}, "code": 429}),
+        ),
+        (
+            500,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                "message": "etcd is sad", "reason": "InternalError", "code": 500}),
+        ),
+        (
+            200,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+        ),
+    ] {
+        let upstream = Scripted::new(move |_| json_response(status, &body));
+        let proxy = proxy(upstream.clone());
+        for (method, content_type) in [
+            (Method::DELETE, "application/json"),
+            (Method::PUT, "application/json"),
+            (Method::PATCH, "application/merge-patch+json"),
+        ] {
+            let request = http::Request::builder()
+                .method(method.clone())
+                .uri(PATH)
+                .header(CONTENT_TYPE, content_type)
+                .body(Bytes::from_static(if method == Method::DELETE {
+                    b""
+                } else {
+                    br#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"}}"#
+                }))
+                .unwrap();
+            let (answered, text) = call(&proxy, &bound, request, Some("w")).await;
+            assert_eq!(
+                upstream.methods().last(),
+                Some(&Method::GET),
+                "{method} after {status}"
+            );
+            assert!(
+                upstream.methods().iter().all(|m| m == Method::GET),
+                "{method} after {status}: {:?}",
+                upstream.methods()
+            );
+            assert!(
+                answered.as_u16() >= 400,
+                "{method} after {status}: {answered} {text}"
+            );
+            assert!(!text.contains("kube-bind-c1"), "{text}");
+        }
+    }
+}
+
+/// The object behind a write must be the consumer's export's own.
+#[tokio::test]
+async fn a_named_write_to_another_exports_object_is_not_found() {
+    let bound = widgets();
+    let mut other = widgets();
+    other.identity = crate::translate::IdentityHash::of_secret(b"other");
+    let object = provider_object(&other);
+    let upstream = Scripted::new(move |_| json_response(200, &object));
+    let proxy = proxy(upstream.clone());
+    let request = http::Request::delete(PATH).body(Bytes::new()).unwrap();
+    let (status, _) = call(&proxy, &bound, request, Some("w")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(upstream.methods(), [Method::GET]);
+}
+
+/// A patch that nulls the labels is applied by bindery: the update it
+/// sends keeps the identity, pinned to the version it was applied to.
+#[tokio::test]
+async fn a_patch_is_stored_as_the_object_it_results_in() {
+    let bound = widgets();
+    let object = provider_object(&bound);
+    let stored = Arc::new(Mutex::new(None::<Value>));
+    let kept = stored.clone();
+    let upstream = Scripted::new(move |request| {
+        if request.method() == Method::PUT {
+            let body: Value = serde_json::from_slice(request.body()).unwrap();
+            *kept.lock().unwrap() = Some(body.clone());
+            json_response(200, &body)
+        } else {
+            json_response(200, &object)
+        }
+    });
+    let proxy = proxy(upstream.clone());
+    for (content_type, patch) in [
+        (
+            "application/json-patch+json",
+            json!([{"op": "replace", "path": "/metadata/labels", "value": null}]),
+        ),
+        (
+            "application/merge-patch+json",
+            json!({"metadata": {"labels": null}}),
+        ),
+    ] {
+        let request = http::Request::patch(PATH)
+            .header(CONTENT_TYPE, content_type)
+            .body(Bytes::from(serde_json::to_vec(&patch).unwrap()))
+            .unwrap();
+        let (status, body) = call(&proxy, &bound, request, Some("w")).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let sent = stored.lock().unwrap().take().expect("an update was sent");
+        let labels = &sent["metadata"]["labels"];
+        assert_eq!(labels["bindery.dev/consumer"], "c1", "{sent}");
+        assert_eq!(
+            labels["bindery.dev/export"],
+            bound.identity.label_value(),
+            "{sent}"
+        );
+        assert_eq!(sent["metadata"]["resourceVersion"], "5", "pinned");
+        assert_eq!(sent["metadata"]["namespace"], "kube-bind-c1-ns");
+        assert!(!body.contains("bindery.dev/"), "{body}");
+    }
+    assert_eq!(
+        upstream.methods(),
+        [Method::GET, Method::PUT, Method::GET, Method::PUT]
+    );
+}

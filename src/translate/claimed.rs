@@ -38,15 +38,31 @@ impl ClaimedView {
         };
         self.claims.iter().any(|claim| covers(claim, &claimed))
     }
+}
 
-    /// Drops the items (or Table rows) no claim covers.
-    pub fn list_up(&self, list: &mut Value) {
-        if let Some(items) = list.get_mut("items").and_then(Value::as_array_mut) {
-            items.retain(|item| self.covers(item));
+/// The claims as the forwarding pipeline's view: an app-cluster object is
+/// shown as it is when a claim covers it, and not at all otherwise.
+impl crate::forward::answer::View for ClaimedView {
+    fn object_up(&self, object: &mut Value) -> crate::forward::answer::Visibility {
+        if self.covers(object) {
+            crate::forward::answer::Visibility::Visible
+        } else {
+            crate::forward::answer::Visibility::Hidden
         }
-        if let Some(rows) = list.get_mut("rows").and_then(Value::as_array_mut) {
-            rows.retain(|row| row.get("object").is_none_or(|o| self.covers(o)));
-        }
+    }
+
+    /// Claimed resources are served without subresources.
+    fn scale_up(&self, _scale: &mut Value) -> crate::forward::answer::Visibility {
+        crate::forward::answer::Visibility::Hidden
+    }
+
+    /// The app cluster's words are its consumer's own.
+    fn text_up(&self, text: &str) -> String {
+        text.to_string()
+    }
+
+    fn continue_up(&self, token: &str) -> String {
+        token.to_string()
     }
 }
 
@@ -135,10 +151,8 @@ mod tests {
 
     #[test]
     fn lists_keep_only_covered_objects() {
-        let mut list = json!({"items": [config_map("a", Some("yes")), config_map("b", Some("no")),
-            config_map("c", None)]});
-        view().list_up(&mut list);
-        assert_eq!(list["items"], json!([config_map("a", Some("yes"))]));
+        assert!(view().covers(&config_map("a", Some("yes"))));
+        assert!(!view().covers(&config_map("c", None)));
         assert!(!view().covers(&config_map("b", Some("no"))));
     }
 

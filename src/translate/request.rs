@@ -128,14 +128,7 @@ pub fn request_down(
             body = Some(json_body(delete));
         }
     }
-    if let Target::Table(_) = request.output.target {
-        // Rows are checked by their objects: always ask for them.
-        let include = match request.table.as_ref().map(|t| t.include_object) {
-            Ok(IncludeObject::Object) => "Object",
-            _ => "Metadata",
-        };
-        query.push(("includeObject".into(), include.into()));
-    }
+    query.extend(include_object(request));
     let with_labels = resource.subresource.as_deref() != Some("scale");
     match &request.body {
         Some(Body::Object(object)) => {
@@ -162,6 +155,19 @@ pub fn request_down(
         accept: upstream_accept(request.output.target, collection),
         body,
     })
+}
+
+/// What a Table's rows carry, asked of the upstream: rows are checked by
+/// their objects, so always at least their metadata.
+pub fn include_object(request: &ApiRequest) -> Option<(String, String)> {
+    let Target::Table(_) = request.output.target else {
+        return None;
+    };
+    let include = match request.table.as_ref().map(|t| t.include_object) {
+        Ok(IncludeObject::Object) => "Object",
+        _ => "Metadata",
+    };
+    Some(("includeObject".into(), include.into()))
 }
 
 /// A list's options in provider terms: its selectors mapped (and across

@@ -75,34 +75,10 @@ impl Consumers {
         Visibility::Visible
     }
 
-    /// Rewrites a list or a Table in place, dropping what is no consumer's.
-    pub fn list_up(&self, list: &mut Value) {
-        if let Some(rows) = list.get_mut("rows").and_then(Value::as_array_mut) {
-            rows.retain_mut(|row| match row.get_mut("object") {
-                Some(object) if object.is_object() => self.object_up(object) == Visibility::Visible,
-                _ => true,
-            });
-        }
-        if let Some(items) = list.get_mut("items").and_then(Value::as_array_mut) {
-            items.retain_mut(|item| self.object_up(item) == Visibility::Visible);
-        }
-    }
-
-    /// Rewrites one watch event; `None` drops it. Bookmarks and errors pass
-    /// as they are: the workspace's callers are the provider's own.
-    pub fn event_up(&self, event: &mut Value) -> Option<()> {
-        let kind = event.get("type").and_then(Value::as_str)?.to_string();
-        match kind.as_str() {
-            "BOOKMARK" | "ERROR" => Some(()),
-            _ => {
-                let object = event.get_mut("object")?;
-                if object.get("kind").and_then(Value::as_str) == Some("Table") {
-                    self.list_up(object);
-                    return Some(());
-                }
-                (self.object_up(object) == Visibility::Visible).then_some(())
-            }
-        }
+    /// Free text from the provider (a Status about the caller's request)
+    /// without the requirement bindery added to the caller's selector.
+    pub fn text_up(text: &str) -> String {
+        text.replace(&format!("{EXPORT_LABEL},"), "")
     }
 }
 
@@ -170,14 +146,18 @@ mod tests {
         let (one, two) = (bound("one", "s1"), bound("two", "s2"));
         let stranger = bound("three", "s3");
         let consumers = Consumers::new([one.clone(), two.clone()]);
-        let mut list = json!({"kind": "ThingList", "items": [
+        let mut items: Vec<Value> = [
             provider_object(&one, "a"),
             provider_object(&two, "a"),
             provider_object(&stranger, "b"),
-        ]});
-        consumers.list_up(&mut list);
-        let items = list["items"].as_array().unwrap();
+        ]
+        .into_iter()
+        .filter_map(|mut item| {
+            (consumers.object_up(&mut item) == Visibility::Visible).then_some(item)
+        })
+        .collect();
         assert_eq!(items.len(), 2, "the other export's object is dropped");
+        let items = &mut items;
         for (item, consumer) in items.iter().zip(["one", "two"]) {
             assert_eq!(item["metadata"]["namespace"], "default");
             assert_eq!(
@@ -202,23 +182,12 @@ mod tests {
     }
 
     #[test]
-    fn watch_events_of_other_exports_are_dropped_and_bookmarks_kept() {
-        let (one, other) = (bound("one", "s1"), bound("one", "other-export"));
-        let consumers = Consumers::new([one.clone()]);
-        let mut added = json!({"type": "ADDED", "object": provider_object(&one, "a")});
-        assert_eq!(consumers.event_up(&mut added), Some(()));
-        assert_eq!(added["object"]["metadata"]["namespace"], "default");
-        let mut foreign = json!({"type": "ADDED", "object": provider_object(&other, "a")});
-        assert_eq!(consumers.event_up(&mut foreign), None);
-        let mut bookmark =
-            json!({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "7"}}});
-        assert_eq!(consumers.event_up(&mut bookmark), Some(()));
-        assert_eq!(consumers.event_up(&mut json!({"object": {}})), None);
-    }
-
-    #[test]
     fn the_selector_keeps_the_callers_and_the_annotation_is_removed_on_writes() {
         assert_eq!(Consumers::selector(None), EXPORT_LABEL);
+        assert_eq!(
+            Consumers::text_up(&format!("unable to parse requirement: {EXPORT_LABEL},a=(")),
+            "unable to parse requirement: a=("
+        );
         assert_eq!(
             Consumers::selector(Some("app=x")),
             format!("{EXPORT_LABEL},app=x")

@@ -6,18 +6,22 @@
 //! filtered by them ([`crate::translate::claimed`]); writes are checked
 //! against them before and after ([`super::claimed_writes`]).
 
-use super::respond::{Filter, filtered, upstream_get};
 use crate::api::{APIServiceBinding, APIServiceExport, ClaimOwner, PermissionClaim};
+use crate::forward::answer::{Shape, View, Visibility, answer_up, event_up};
+use crate::forward::encode::{self, ErrorForm};
+use crate::forward::request::{ApiRequest, Incoming, Options};
 use crate::proxy::{decoded_query, watch};
 use crate::route::{ConsumerId, ResourceRequest, Verb};
 use crate::router::App;
 use crate::status::ApiError;
 use crate::translate::claimed::{ClaimedView, ClaimedWatch};
-use crate::translate::request::encode;
+use crate::translate::request::{encode, include_object, upstream_accept};
 use crate::upstream::{BoxBody, KubeUpstream, Upstream};
+use crate::wire::query::Pairs;
 use bytes::Bytes;
-use http::Response;
-use http::header::ACCEPT;
+use http::header::{ACCEPT, CONTENT_TYPE};
+use http::{HeaderValue, Response};
+use http_body_util::BodyExt;
 use kube::api::Api;
 
 /// Where the consumer's claimed objects are.
@@ -59,7 +63,7 @@ pub async fn serve(
     let shutdown = app.proxy.shutdown.clone();
     match verb {
         Verb::Get | Verb::List | Verb::Watch => {
-            read(&client, view, &request, verb, &paths, parts, shutdown).await
+            read(&client, view, &request, &paths, parts, shutdown).await
         }
         _ => {
             let write = super::claimed_writes::Write {
@@ -128,57 +132,162 @@ impl UpstreamPaths {
     }
 }
 
-/// A get, list or watch, filtered by the claims.
+/// A get, list or watch through the forwarding pipeline, with the claims
+/// as the view: only what an accepted claim covers, in any representation
+/// (a Table row is checked by its object, which is always asked for).
 async fn read(
     client: &kube::Client,
     view: ClaimedView,
     request: &ResourceRequest,
-    verb: Verb,
     paths: &UpstreamPaths,
     parts: &http::request::Parts,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Response<BoxBody>, ApiError> {
-    let (upstream, to_yaml) = upstream_get(
-        &paths.target_with_query(&[]),
-        &parts.headers,
-        verb == Verb::Watch,
-    )?;
+    let errors = ErrorForm::of(&parts.headers, parts.uri.query());
+    let kind = claimed_kind(client, request).await?;
+    let incoming = Incoming {
+        method: &parts.method,
+        resource: request,
+        query: parts.uri.query(),
+        headers: &parts.headers,
+        body: &[],
+        kind: &kind,
+    };
+    let api = ApiRequest::parse(&incoming)?.ok_or_else(|| {
+        ApiError::method_not_allowed(parts.method.as_str(), &request.group, &request.resource)
+    })?;
+    let mut query = Pairs::new();
+    match &api.options {
+        Options::Get(options) => options.encode(&mut query),
+        Options::List(options) => options.encode(&mut query),
+        _ => return Err(ApiError::internal("a read without read options")),
+    }
+    query.extend(include_object(&api));
+    let collection = api.verb != Verb::Get;
+    let uri = with_query(&paths.target, &query);
+    let upstream = http::Request::builder()
+        .uri(uri)
+        .header(ACCEPT, upstream_accept(api.output.target, collection))
+        .body(Bytes::new())
+        .map_err(|e| ApiError::internal(e.to_string()))?;
     let response = KubeUpstream::new(client.clone())
         .send(upstream)
         .await
         .map_err(|e| ApiError::unavailable(format!("the app cluster cannot be reached: {e}")))?;
-    let watch = if verb == Verb::Watch {
-        let mut filter = ClaimedWatch::new(view.clone());
+    let api_version = if request.group.is_empty() {
+        request.version.clone()
+    } else {
+        format!("{}/{}", request.group, request.version)
+    };
+    let shape = Shape::of(&api, None, &kind, &api_version);
+    let status = response.status();
+    if api.verb == Verb::Watch && status.is_success() {
+        let mut filter = ClaimedWatch::new(view);
         if let Some(list) = resumed_state(client, &paths.collection, &paths.query).await {
             filter.seen_in(&list);
         }
-        Some(watch::json_lines(move |event: &mut serde_json::Value| {
-            filter.event(event)
-        }))
+        let media = api.output.media;
+        let body = watch::translate_stream(
+            response.into_body(),
+            Box::new(move |mut event| {
+                // The filter decides what the watcher sees (and makes a
+                // covered object's leaving a DELETED); the pipeline reads
+                // the event's shape.
+                filter.event(&mut event)?;
+                encode::event(&event_up(&Decided, &shape, event)?, media)
+            }),
+            shutdown,
+        );
+        let mut response = Response::new(body);
+        *response.status_mut() = status;
+        response.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static(encode::watch_content_type(media)),
+        );
+        return Ok(response);
+    }
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| ApiError::unavailable(format!("reading the app cluster's answer: {e}")))?
+        .to_bytes();
+    let not_found = || {
+        ApiError::object_not_found(
+            &request.group,
+            &request.resource,
+            request.name.as_deref().unwrap_or_default(),
+        )
+    };
+    let answer = answer_up(&view, &shape, status.as_u16(), &bytes)
+        .map_err(|refused| refused.to_error("the app cluster", not_found))?;
+    if answer.status >= 300 {
+        return Ok(errors.status(answer.status, &answer.value));
+    }
+    if let Err(error) = &api.table {
+        return Err(error.clone());
+    }
+    let (content_type, body) = encode::encode(&answer.value, api.output.media, api.pretty)
+        .ok_or_else(|| crate::forward::answer::unreadable("the app cluster"))?;
+    Ok(encode::full(answer.status, content_type, body))
+}
+
+/// A watch event the claims filter already let through.
+struct Decided;
+
+impl View for Decided {
+    fn object_up(&self, _object: &mut serde_json::Value) -> Visibility {
+        Visibility::Visible
+    }
+    fn scale_up(&self, _scale: &mut serde_json::Value) -> Visibility {
+        Visibility::Hidden
+    }
+    fn text_up(&self, text: &str) -> String {
+        text.to_string()
+    }
+    fn continue_up(&self, token: &str) -> String {
+        token.to_string()
+    }
+}
+
+/// The kind of a claimed resource, from the app cluster's discovery.
+async fn claimed_kind(
+    client: &kube::Client,
+    request: &ResourceRequest,
+) -> Result<String, ApiError> {
+    let path = if request.group.is_empty() {
+        format!("/api/{}", encode(&request.version))
     } else {
-        None
+        format!(
+            "/apis/{}/{}",
+            encode(&request.group),
+            encode(&request.version)
+        )
     };
-    let rewrite = |value: &mut serde_json::Value| {
-        if verb != Verb::Get {
-            view.list_up(value);
-            Ok(())
-        } else if view.covers(value) {
-            Ok(())
-        } else {
-            Err(ApiError::object_not_found(
-                &request.group,
-                &request.resource,
-                request.name.as_deref().unwrap_or_default(),
-            ))
-        }
-    };
-    let filter = Filter {
-        watch,
-        rewrite,
-        to_yaml,
-        upstream: "the app cluster",
-    };
-    filtered(response, filter, shutdown).await
+    let discovery = http::Request::builder()
+        .uri(path)
+        .header(ACCEPT, "application/json")
+        .body(Vec::new())
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let list: k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList = client
+        .request(discovery)
+        .await
+        .map_err(|e| ApiError::unavailable(format!("the app cluster cannot be reached: {e}")))?;
+    list.resources
+        .into_iter()
+        .find(|r| r.name == request.resource)
+        .map(|r| r.kind)
+        .ok_or_else(ApiError::page_not_found)
+}
+
+fn with_query(path: &str, query: &Pairs) -> String {
+    if query.is_empty() {
+        return path.to_string();
+    }
+    let query = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(query)
+        .finish();
+    format!("{path}?{query}")
 }
 
 /// What a watcher resuming from a resourceVersion has already been shown:

@@ -12,19 +12,10 @@ use http::header::{ACCEPT, USER_AGENT};
 use http_body_util::BodyExt;
 use tokio::sync::watch as signal;
 
-/// The GET of `uri` the workspace sends upstream for the caller's request:
-/// an Accept bindery can filter (JSON, from which YAML is made when the
-/// caller asked for it) and the caller's User-Agent. Also says whether the
-/// answer must be turned into YAML.
-pub fn upstream_get(
-    uri: &str,
-    caller: &http::HeaderMap,
-    watch: bool,
-) -> Result<(http::Request<Bytes>, bool), ApiError> {
-    upstream_request(http::Method::GET, uri, caller, watch, None)
-}
-
-/// Like [`upstream_get`], for any method, with a JSON (or `content_type`) body.
+/// The request the workspace sends upstream for a write: an Accept bindery
+/// can filter (JSON, from which YAML is made when the caller asked for it),
+/// the caller's User-Agent, and a JSON (or `content_type`) body. Also says
+/// whether the answer must be turned into YAML.
 pub fn upstream_request(
     method: http::Method,
     uri: &str,

@@ -1,22 +1,31 @@
 //! `clusters/*`: one provider list or watch across every consumer of an
-//! export, each object shown in its consumer's terms and marked with its
-//! consumer. The provider's resourceVersions and bookmarks pass as they are,
-//! so one watch resumes like any other. Everything but list and watch needs
-//! a consumer's path.
+//! export, through the forwarding pipeline (`crate::forward`) with every
+//! consumer of the export as the view: each object shown in its consumer's
+//! terms and marked with its consumer. The provider's resourceVersions and
+//! bookmarks pass as they are, so one watch resumes like any other.
+//! Everything but list and watch needs a consumer's path.
 
-use super::respond::{Filter, filtered, upstream_get};
 use crate::catalog::Catalog;
-use crate::proxy::{decoded_query, watch};
+use crate::catalog::watch::SharedCatalog;
+use crate::forward::answer::{Shape, View, Visibility, answer_up, event_up};
+use crate::forward::encode::{self, ErrorForm};
+use crate::forward::request::{ApiRequest, Incoming};
+use crate::proxy::watch;
 use crate::route::{ResourceRequest, Verb};
 use crate::router::App;
 use crate::status::ApiError;
 use crate::translate::BoundResource;
-use crate::translate::continue_token::TokenError;
-use crate::translate::request::encode;
+use crate::translate::continue_token::{ContinueTokens, TokenError};
+use crate::translate::request::{encode as encode_segment, include_object, upstream_accept};
 use crate::translate::workspace::Consumers;
 use crate::upstream::BoxBody;
-use http::{Method, Response};
-use std::sync::Arc;
+use crate::wire::query::Pairs;
+use bytes::Bytes;
+use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
+use http::{HeaderValue, Method, Response, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::Value;
+use std::sync::{Arc, Mutex};
 
 /// The bound resources of `request`'s resource across every consumer of
 /// export `key`, as `catalog` has them now.
@@ -33,6 +42,49 @@ fn bounds_of(catalog: &Catalog, key: &str, request: &ResourceRequest) -> Vec<Bou
         .collect()
 }
 
+/// Every consumer of the export, as the catalog has them at each object: a
+/// long watch sees a consumer that bound after it started.
+struct Everyone {
+    catalog: SharedCatalog,
+    export: String,
+    request: ResourceRequest,
+    current: Mutex<(u64, Arc<Consumers>)>,
+    tokens: Arc<ContinueTokens>,
+    scope: String,
+}
+
+impl Everyone {
+    fn consumers(&self) -> Arc<Consumers> {
+        let now = self.catalog.read(Catalog::generation);
+        let mut current = self.current.lock().expect("not poisoned");
+        if now != current.0 {
+            let bounds = self
+                .catalog
+                .read(|c| bounds_of(c, &self.export, &self.request));
+            *current = (now, Arc::new(Consumers::new(bounds)));
+        }
+        current.1.clone()
+    }
+}
+
+impl View for Everyone {
+    fn object_up(&self, object: &mut Value) -> Visibility {
+        self.consumers().object_up(object)
+    }
+
+    fn scale_up(&self, _scale: &mut Value) -> Visibility {
+        Visibility::Hidden
+    }
+
+    fn text_up(&self, text: &str) -> String {
+        Consumers::text_up(text)
+    }
+
+    fn continue_up(&self, token: &str) -> String {
+        self.tokens.seal(&self.scope, token)
+    }
+}
+
 /// Serves a list or watch of `request`'s resource across every consumer of
 /// the export.
 pub async fn serve(
@@ -41,13 +93,14 @@ pub async fn serve(
     request: ResourceRequest,
     parts: http::request::Parts,
 ) -> Result<Response<BoxBody>, ApiError> {
+    let errors = ErrorForm::of(&parts.headers, parts.uri.query());
     let (generation, bounds) = app
         .catalog
         .read(|c| (c.generation(), bounds_of(c, export, &request)));
     let Some(first) = bounds.first().cloned() else {
         return Err(ApiError::page_not_found());
     };
-    let query = decoded_query(&parts.uri);
+    // Only lists and watches: anything else needs a consumer's path.
     let verb = Verb::of_query(&parts.method, &request, parts.uri.query());
     if !matches!(verb, Some(Verb::List | Verb::Watch)) || parts.method != Method::GET {
         return Err(ApiError::method_not_allowed(
@@ -56,86 +109,144 @@ pub async fn serve(
             &first.resource,
         ));
     }
+    let incoming = Incoming {
+        method: &parts.method,
+        resource: &request,
+        query: parts.uri.query(),
+        headers: &parts.headers,
+        body: &[],
+        kind: &first.kind,
+    };
+    let api =
+        ApiRequest::parse(&incoming)?.ok_or_else(|| ApiError::internal("a list without a verb"))?;
     if request.namespace.is_some() {
         return Err(ApiError::bad_request(
             "a namespace belongs to one consumer: list it at clusters/<consumer>/",
         ));
     }
     let scope = format!("workspace/{export}/{}", first.qualified_resource());
-    let mut provider_query = Vec::new();
-    for (key, value) in &query {
-        match key.as_str() {
-            "labelSelector" => {}
-            "fieldSelector" if value.contains("metadata.namespace") => {
-                return Err(ApiError::bad_request(
-                    "metadata.namespace names a namespace of one consumer: select it at clusters/<consumer>/",
-                ));
-            }
-            "continue" => {
-                let token = app.proxy.tokens.open(&scope, value).map_err(|e| match e {
-                    TokenError::Forged => ApiError::bad_request(
-                        "invalid continue token: continue key is not valid: it was not issued for this request",
-                    ),
-                    other => ApiError::bad_request(format!(
-                        "invalid continue token: continue key is not valid: {other}"
-                    )),
-                })?;
-                provider_query.push((key.clone(), token));
-            }
-            _ => provider_query.push((key.clone(), value.clone())),
-        }
+    let view = Arc::new(Everyone {
+        catalog: app.catalog.clone(),
+        export: export.to_string(),
+        request: request.clone(),
+        current: Mutex::new((generation, Arc::new(Consumers::new(bounds)))),
+        tokens: app.proxy.tokens.clone(),
+        scope: scope.clone(),
+    });
+    let uri = provider_uri(app, &request, &api, &scope)?;
+    let mut upstream = http::Request::builder()
+        .method(Method::GET)
+        .uri(uri)
+        .header(ACCEPT, upstream_accept(api.output.target, true));
+    if let Some(agent) = parts.headers.get(USER_AGENT) {
+        upstream = upstream.header(USER_AGENT, agent);
     }
-    let caller_selector = query
-        .iter()
-        .find(|(k, _)| k == "labelSelector")
-        .map(|(_, v)| v.as_str());
-    provider_query.push(("labelSelector".into(), Consumers::selector(caller_selector)));
-    let uri = format!(
-        "/apis/{}/{}/{}?{}",
-        encode(&request.group),
-        encode(&request.version),
-        encode(&request.resource),
-        form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(&provider_query)
-            .finish()
-    );
-    let is_watch = verb == Some(Verb::Watch);
-    let (upstream, to_yaml) = upstream_get(&uri, &parts.headers, is_watch)?;
+    let upstream = upstream
+        .body(Bytes::new())
+        .map_err(|e| ApiError::internal(e.to_string()))?;
     let response = app
         .proxy
         .upstream
         .send(upstream)
         .await
         .map_err(|e| ApiError::unavailable(format!("the provider cannot be reached: {e}")))?;
-    let consumers = Arc::new(Consumers::new(bounds));
-    // A watch outlives catalog changes (a consumer binds, a namespace is
-    // recorded): it sees each event with the consumers as they are then.
-    let watch = is_watch.then(|| {
-        let (catalog, key, request) = (app.catalog.clone(), export.to_string(), request.clone());
-        let mut current = (generation, consumers.clone());
-        watch::json_lines(move |event: &mut serde_json::Value| {
-            let now = catalog.read(Catalog::generation);
-            if now != current.0 {
-                let bounds = catalog.read(|c| bounds_of(c, &key, &request));
-                current = (now, Arc::new(Consumers::new(bounds)));
-            }
-            current.1.event_up(event)
-        })
-    });
-    let rewrite = |value: &mut serde_json::Value| {
-        consumers.list_up(value);
-        if let Some(serde_json::Value::String(token)) = value.pointer_mut("/metadata/continue")
-            && !token.is_empty()
-        {
-            *token = app.proxy.tokens.seal(&scope, token);
+    let api_version = format!("{}/{}", request.group, request.version);
+    let shape = Shape::of(&api, None, &first.kind, &api_version);
+    let status = response.status();
+    let json = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .is_some_and(|ct| ct.as_bytes().starts_with(b"application/json"));
+    if api.verb == Verb::Watch && status.is_success() {
+        if !json {
+            return Err(crate::forward::answer::unreadable("the provider"));
         }
-        Ok(())
-    };
-    let filter = Filter {
-        watch,
-        rewrite,
-        to_yaml,
-        upstream: "the provider",
-    };
-    filtered(response, filter, app.proxy.shutdown.clone()).await
+        let media = api.output.media;
+        let body = watch::translate_stream(
+            response.into_body(),
+            Box::new(move |event| encode::event(&event_up(view.as_ref(), &shape, event)?, media)),
+            app.proxy.shutdown.clone(),
+        );
+        let mut response = Response::new(body);
+        *response.status_mut() = status;
+        response.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static(encode::watch_content_type(media)),
+        );
+        return Ok(response);
+    }
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| ApiError::unavailable(format!("reading the provider's answer: {e}")))?
+        .to_bytes();
+    if !json {
+        return Err(crate::forward::answer::unreadable("the provider"));
+    }
+    let answer = answer_up(view.as_ref(), &shape, status.as_u16(), &bytes).map_err(|refused| {
+        refused.to_error("the provider", || {
+            crate::forward::answer::unreadable("the provider")
+        })
+    })?;
+    if answer.status >= 300 {
+        return Ok(errors.status(answer.status, &answer.value));
+    }
+    if let Err(error) = &api.table {
+        return Err(error.clone());
+    }
+    let (content_type, body) = encode::encode(&answer.value, api.output.media, api.pretty)
+        .ok_or_else(|| crate::forward::answer::unreadable("the provider"))?;
+    let mut response = encode::full(answer.status, content_type, body);
+    *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
+    Ok(response)
+}
+
+/// The provider's collection across namespaces, with the caller's options:
+/// its label selector narrowed to objects of any export (others are
+/// dropped on the way back), a namespace selector refused (a namespace is
+/// one consumer's), its continue token opened.
+fn provider_uri(
+    app: &App,
+    request: &ResourceRequest,
+    api: &ApiRequest,
+    scope: &str,
+) -> Result<String, ApiError> {
+    let mut options = api
+        .list_options()
+        .cloned()
+        .ok_or_else(|| ApiError::internal("a list without list options"))?;
+    if options.field_selector.contains("metadata.namespace") {
+        return Err(ApiError::bad_request(
+            "metadata.namespace names a namespace of one consumer: select it at clusters/<consumer>/",
+        ));
+    }
+    let caller = Some(options.label_selector.as_str()).filter(|s| !s.is_empty());
+    options.label_selector = Consumers::selector(caller);
+    if !options.continue_token.is_empty() {
+        options.continue_token = app
+            .proxy
+            .tokens
+            .open(scope, &options.continue_token)
+            .map_err(|e| match e {
+                TokenError::Forged => ApiError::bad_request(
+                    "invalid continue token: continue key is not valid: it was not issued for this request",
+                ),
+                other => ApiError::bad_request(format!(
+                    "invalid continue token: continue key is not valid: {other}"
+                )),
+            })?;
+    }
+    let mut query = Pairs::new();
+    options.encode(&mut query);
+    query.extend(include_object(api));
+    Ok(format!(
+        "/apis/{}/{}/{}?{}",
+        encode_segment(&request.group),
+        encode_segment(&request.version),
+        encode_segment(&request.resource),
+        form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(&query)
+            .finish()
+    ))
 }

@@ -293,6 +293,27 @@ fn consumer_owned_claimed_objects_are_read_through_the_workspace_filtered_by_the
         vec![shared.clone()],
         "only what the claim covers"
     );
+    // A Table lists only what the claim covers, whatever its rows carry
+    // (on main a row without an object was checked against nothing: this
+    // path dropped them all, the consumer path kept them all).
+    for include in ["None", "Metadata"] {
+        let mut command = std::process::Command::new("curl");
+        command
+            .args(["--cacert"])
+            .arg(crate::bindery::bindery().pki.join("bindery/serving-ca.crt"))
+            .args(["-H", &format!("Authorization: Bearer {controller}")])
+            .args(["-H", "Accept: application/json;as=Table;v=v1;g=meta.k8s.io"])
+            .arg(format!("{base}/configmaps?includeObject={include}"));
+        let (code, table) = crate::fixture::curl_json(command);
+        assert_eq!(code, 200, "{table}");
+        let rows: Vec<&str> = table["rows"]
+            .as_array()
+            .unwrap_or_else(|| panic!("a Table: {table}"))
+            .iter()
+            .filter_map(|row| row["cells"][0].as_str())
+            .collect();
+        assert_eq!(rows, [shared.as_str()], "{include}: {table}");
+    }
     let (code, _) = as_controller("GET", &format!("/configmaps/{shared}"));
     assert_eq!(code, 200);
     let (code, status) = as_controller("GET", &format!("/configmaps/{private}"));

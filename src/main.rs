@@ -187,6 +187,12 @@ struct ServeArgs {
     /// as kube-apiserver does after 90.
     #[arg(long, default_value_t = bindery::server::idle::KUBE_APISERVER_IDLE_TIMEOUT.as_secs())]
     idle_connection_timeout: u64,
+    /// Make each consumer's gets and writes as its own provider-side ServiceAccount
+    /// (`kube-binder` in its cluster namespace), so that the provider's RBAC and admission
+    /// hold what it can do (`BINDERY_IMPERSONATE`). Needs `impersonate` on those
+    /// ServiceAccounts and on the user extra `bindery.dev/export`.
+    #[arg(long, env = "BINDERY_IMPERSONATE", default_value_t = true, action = clap::ArgAction::Set)]
+    impersonate: bool,
     #[command(flatten)]
     lease: LeaseArgs,
 }
@@ -354,6 +360,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         watch_cache: args.watch_cache,
         token_key: args.continue_token_secret,
         idle_connection_timeout: std::time::Duration::from_secs(args.idle_connection_timeout),
+        impersonate: args.impersonate,
     }))
 }
 

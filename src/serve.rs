@@ -32,6 +32,8 @@ pub struct Options {
     pub token_key: crate::token_key::KeySecret,
     /// How long a client connection may stay with no request in flight.
     pub idle_connection_timeout: std::time::Duration,
+    /// Make consumers' requests as their own provider-side accounts.
+    pub impersonate: bool,
 }
 
 pub async fn run(options: Options) -> Result<()> {
@@ -94,6 +96,9 @@ pub async fn run(options: Options) -> Result<()> {
             tokens: Arc::new(continue_tokens(&client, &options.token_key).await),
             namespaces: NamespaceProvisioner::new(client.clone()),
             shutdown: stop_rx,
+            access: options
+                .impersonate
+                .then(|| crate::proxy::access::Access::new(client.clone())),
         },
         version: serde_json::to_value(&version).context("encoding the provider's version")?,
         registrations: registrations.clone(),

@@ -10,6 +10,7 @@
 //! - `identity`, `rbac`, `naming`, `conditions`, `runner`, `app_clusters`:
 //!   what those share.
 
+pub mod admission;
 pub mod app_clusters;
 pub mod claim_sync;
 pub mod conditions;
@@ -93,6 +94,7 @@ pub async fn run(client: kube::Client, options: Options) {
         let context = context.clone();
         async move {
             tokio::join!(
+                admission::run(context.clone()),
                 request::run(context.clone()),
                 export::run(context.clone()),
                 export_status::run(context.clone()),

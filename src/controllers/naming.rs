@@ -34,7 +34,7 @@ pub fn identity_secret(export: &str) -> String {
 }
 
 /// The ServiceAccount a consumer's provider-side access is granted to.
-pub const CONSUMER_SERVICE_ACCOUNT: &str = "kube-binder";
+pub use crate::translate::identity::CONSUMER_SERVICE_ACCOUNT;
 
 /// The ClusterRole granting exactly one export's resources and claims.
 pub fn export_cluster_role(cluster_namespace: &str, export: &str) -> String {

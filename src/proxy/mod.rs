@@ -6,6 +6,7 @@
 //! is read by what was asked, translated through the consumer's view, and
 //! encoded as the consumer negotiated.
 
+pub mod access;
 pub mod namespaces;
 pub mod negotiate;
 mod patch;
@@ -44,6 +45,9 @@ pub struct Proxy {
     pub tokens: Arc<ContinueTokens>,
     pub namespaces: NamespaceProvisioner,
     pub shutdown: signal::Receiver<bool>,
+    /// Makes a consumer's requests as its own provider-side account
+    /// (`None`: as bindery's, kept apart by translation alone).
+    pub access: Option<access::Access>,
 }
 
 /// A complete response with `body`.
@@ -85,6 +89,8 @@ struct Exchange<'a> {
     view: BoundView,
     shape: Shape,
     user_agent: Option<HeaderValue>,
+    /// Who is asking, as refusals name them.
+    user: String,
 }
 
 impl Proxy {
@@ -144,6 +150,10 @@ impl Proxy {
             },
             shape,
             user_agent: parts.headers.get(USER_AGENT).cloned(),
+            user: parts
+                .extensions
+                .get::<crate::auth::User>()
+                .map_or_else(|| bound.consumer.to_string(), |user| user.name.clone()),
             request,
         };
         exchange.run().await
@@ -205,7 +215,7 @@ impl Exchange<'_> {
         let mut main = self.resource.clone();
         main.subresource = None;
         let path = provider_path(self.bound(), &main);
-        let (status, body) = self.get(&path).await?;
+        let (status, body) = self.get(&path, None).await?;
         if status == StatusCode::NOT_FOUND {
             return Ok(None);
         }
@@ -231,18 +241,94 @@ impl Exchange<'_> {
         Failure::Api(crate::forward::answer::unreadable(PROVIDER))
     }
 
-    /// A JSON GET of `path` at the provider: its status and body.
-    async fn get(&self, path: &str) -> Result<(StatusCode, Bytes), Failure> {
-        let request = http::Request::builder()
-            .method(Method::GET)
-            .uri(path)
-            .header(ACCEPT, "application/json")
-            .body(Bytes::new())
-            .map_err(|e| ApiError::internal(e.to_string()))?;
-        let response = self.send(request).await?;
+    /// A JSON GET of `path` at the provider (as the consumer, when its
+    /// requests are impersonated): its status and body.
+    async fn get(
+        &self,
+        path: &str,
+        subresource: Option<&str>,
+    ) -> Result<(StatusCode, Bytes), Failure> {
+        let make = || {
+            let mut request = http::Request::builder()
+                .method(Method::GET)
+                .uri(path)
+                .header(ACCEPT, "application/json");
+            if self.impersonated() {
+                for (name, value) in self.bound().impersonation() {
+                    request = request.header(name, value);
+                }
+            }
+            request
+                .body(Bytes::new())
+                .map_err(|e| ApiError::internal(e.to_string()).into())
+        };
+        let response = self.send_as_consumer(make, "get", subresource).await?;
         let status = response.status();
         let body = read(response).await?;
         Ok((status, body))
+    }
+
+    /// Whether this request is made as the consumer's own account: every
+    /// request in one of its provider namespaces, or of a named
+    /// cluster-scoped object. Lists and watches across namespaces (and
+    /// from the shared cache) are bindery's, narrowed to the consumer's
+    /// identity and checked object by object; so are requests in a
+    /// namespace the consumer has none of on the provider yet, where there
+    /// is nothing to reach.
+    fn impersonated(&self) -> bool {
+        if self.proxy.access.is_none() {
+            return false;
+        }
+        let bound = self.bound();
+        match &self.resource.namespace {
+            Some(namespace) => self.proxy.namespaces.exists(bound, namespace),
+            None => !bound.namespaced && self.resource.name.is_some(),
+        }
+    }
+
+    /// Sends what `make` builds; as the consumer, a refusal is waited out
+    /// while the consumer's RBAC may still be on its way, then answered in
+    /// the consumer's terms.
+    async fn send_as_consumer(
+        &self,
+        make: impl Fn() -> Result<http::Request<Bytes>, Failure>,
+        verb: &'static str,
+        subresource: Option<&str>,
+    ) -> Result<http::Response<BoxBody>, Failure> {
+        let response = self.send(make()?).await?;
+        let (true, Some(access)) = (
+            response.status() == StatusCode::FORBIDDEN && self.impersonated(),
+            &self.proxy.access,
+        ) else {
+            return Ok(response);
+        };
+        let bound = self.bound();
+        let attempt = access::Attempt {
+            verb,
+            group: bound.group.clone(),
+            resource: bound.resource.clone(),
+            subresource: subresource.map(str::to_string),
+            namespace: self
+                .resource
+                .namespace
+                .as_ref()
+                .map(|ns| bound.namespaces.to_provider(ns)),
+            name: self.resource.name.as_ref().map(|n| bound.provider_name(n)),
+        };
+        if access.settles(bound, &attempt).await {
+            let response = self.send(make()?).await?;
+            if response.status() != StatusCode::FORBIDDEN {
+                return Ok(response);
+            }
+        }
+        Err(access::refused(
+            bound,
+            &self.user,
+            verb,
+            self.resource.namespace.as_deref(),
+            self.resource.name.as_deref(),
+        )
+        .into())
     }
 
     async fn send(
@@ -262,6 +348,11 @@ impl Exchange<'_> {
             .header(ACCEPT, provider.accept.as_str());
         if let Some(agent) = &self.user_agent {
             request = request.header(USER_AGENT, agent);
+        }
+        if self.impersonated() && !matches!(self.request.verb, Verb::List | Verb::Watch) {
+            for (name, value) in self.bound().impersonation() {
+                request = request.header(name, value);
+            }
         }
         let body = match &provider.body {
             Some((content_type, bytes)) => {
@@ -294,15 +385,22 @@ impl Exchange<'_> {
 
     /// Any request but a watch: sent, and its answer read and translated.
     async fn exchange(&self, provider: ProviderRequest) -> Result<Response<BoxBody>, Failure> {
-        let mut upstream = self.build(&provider)?;
         let make = || self.translation();
-        if self.request.verb == Verb::List && self.cacheable() {
-            if let Some(bytes) = self.proxy.upstream.list_translated(&upstream, &make).await {
-                return self.translated(200, &bytes, Vec::new());
+        let response = if self.request.verb == Verb::List {
+            let mut upstream = self.build(&provider)?;
+            if self.cacheable() {
+                if let Some(bytes) = self.proxy.upstream.list_translated(&upstream, &make).await {
+                    return self.translated(200, &bytes, Vec::new());
+                }
+                upstream.extensions_mut().insert(CacheAsked);
             }
-            upstream.extensions_mut().insert(CacheAsked);
-        }
-        let response = self.send(upstream).await?;
+            self.send(upstream).await?
+        } else {
+            let verb = rbac_verb(self.request.verb, &provider.method);
+            let subresource = self.resource.subresource.as_deref();
+            self.send_as_consumer(|| self.build(&provider), verb, subresource)
+                .await?
+        };
         let status = response.status();
         let warnings = self.warnings(response.headers());
         let json = is_json(response.headers());
@@ -463,7 +561,7 @@ impl Exchange<'_> {
                 return Err(self.not_found().into());
             };
             let base = if scale {
-                let (status, body) = self.get(&target).await?;
+                let (status, body) = self.get(&target, Some("scale")).await?;
                 if !status.is_success() {
                     return self.answer(status.as_u16(), &body, Vec::new());
                 }
@@ -489,7 +587,10 @@ impl Exchange<'_> {
                 ),
                 body: Some(body),
             };
-            let response = self.send(self.build(&provider)?).await?;
+            let subresource = self.resource.subresource.as_deref();
+            let response = self
+                .send_as_consumer(|| self.build(&provider), "update", subresource)
+                .await?;
             let status = response.status();
             let warnings = self.warnings(response.headers());
             let bytes = read(response).await?;
@@ -500,6 +601,14 @@ impl Exchange<'_> {
             return self.answer(status.as_u16(), &bytes, warnings);
         }
         unreachable!("the loop returns")
+    }
+}
+
+/// The verb RBAC checks for a request sent with `method`.
+fn rbac_verb(verb: Verb, method: &Method) -> &'static str {
+    match verb {
+        Verb::Patch if method == Method::PUT => "update",
+        other => other.as_str(),
     }
 }
 

@@ -25,6 +25,15 @@ impl NamespaceProvisioner {
         }
     }
 
+    /// Whether consumer namespace `consumer_ns` has its provider namespace:
+    /// recorded, or made by this replica and not yet seen recorded.
+    pub fn exists(&self, bound: &BoundResource, consumer_ns: &str) -> bool {
+        bound.namespaces.is_recorded(consumer_ns)
+            || self
+                .made
+                .contains(&bound.namespaces.to_provider(consumer_ns))
+    }
+
     /// Makes sure consumer namespace `consumer_ns` has its provider namespace.
     pub async fn ensure(&self, bound: &BoundResource, consumer_ns: &str) -> Result<(), ApiError> {
         if bound.namespaces.is_recorded(consumer_ns) {

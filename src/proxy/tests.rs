@@ -99,6 +99,7 @@ fn proxy(upstream: Arc<dyn Upstream>) -> Proxy {
         tokens: Arc::new(ContinueTokens::random()),
         namespaces: NamespaceProvisioner::new(kube::Client::new(unreachable, "default")),
         shutdown: signal::channel(false).1,
+        access: None,
     }
 }
 

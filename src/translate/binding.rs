@@ -84,6 +84,21 @@ impl BoundResource {
             .join(",")
     }
 
+    /// The headers that make a provider request as this consumer's own
+    /// account, for this export: kube-apiserver's impersonation, which the
+    /// provider's RBAC and admission then hold.
+    pub fn impersonation(&self) -> [(&'static str, String); 2] {
+        let account = super::identity::consumer_account(self.namespaces.cluster_namespace());
+        [
+            ("impersonate-user", account),
+            (
+                // `Impersonate-Extra-<key>`, the key percent-escaped.
+                "impersonate-extra-bindery.dev%2fexport",
+                self.identity.label_value().to_string(),
+            ),
+        ]
+    }
+
     /// The provider name of cluster-scoped object `name`.
     pub fn provider_name(&self, name: &str) -> String {
         match (self.namespaced, self.isolation) {
@@ -144,6 +159,26 @@ pub(crate) mod fixtures {
 mod tests {
     use super::fixtures::*;
     use super::*;
+
+    #[test]
+    fn a_consumer_is_impersonated_as_its_own_account_for_its_export() {
+        let w = widgets();
+        let [user, extra] = w.impersonation();
+        assert_eq!(
+            user,
+            (
+                "impersonate-user",
+                "system:serviceaccount:kube-bind-c1:kube-binder".into()
+            )
+        );
+        assert_eq!(extra.0, "impersonate-extra-bindery.dev%2fexport");
+        assert_eq!(extra.1, w.identity.label_value());
+        assert!(
+            http::HeaderName::from_static(extra.0)
+                .as_str()
+                .starts_with("impersonate-extra-")
+        );
+    }
 
     #[test]
     fn prefixed_names_round_trip() {

@@ -12,6 +12,30 @@ pub const EXPORT_LABEL: &str = "bindery.dev/export";
 /// The consumer an object belongs to.
 pub const CONSUMER_LABEL: &str = "bindery.dev/consumer";
 
+/// The provider-side ServiceAccount, in a consumer's cluster namespace, that
+/// the consumer's requests are made as (impersonated), and whose RBAC
+/// covers only that consumer's namespaces and exported resources.
+pub const CONSUMER_SERVICE_ACCOUNT: &str = "kube-binder";
+
+/// The user extra, set by impersonation, that names the export a
+/// consumer's request is for; the provider's admission policy holds each
+/// write to that export's identity.
+pub const EXPORT_EXTRA: &str = "bindery.dev/export";
+
+/// The provider user of a consumer's account in `cluster_namespace`.
+pub fn consumer_account(cluster_namespace: &str) -> String {
+    format!("system:serviceaccount:{cluster_namespace}:{CONSUMER_SERVICE_ACCOUNT}")
+}
+
+/// The groups kube-apiserver gives that account when it is impersonated.
+pub fn consumer_account_groups(cluster_namespace: &str) -> Vec<String> {
+    vec![
+        "system:serviceaccounts".into(),
+        format!("system:serviceaccounts:{cluster_namespace}"),
+        "system:authenticated".into(),
+    ]
+}
+
 /// The hex sha256 of an export's identity secret.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct IdentityHash(String);

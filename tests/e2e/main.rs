@@ -18,6 +18,7 @@ mod export_status;
 mod fixture;
 mod front_proxy;
 mod hostile;
+mod impersonation;
 mod leader;
 mod lifecycle;
 mod recording_server;

@@ -50,11 +50,16 @@ pub async fn client_from(secret: &Secret) -> Result<kube::Client, String> {
 
 /// A client for the app cluster a kubeconfig (its current context) reaches.
 pub async fn client_from_kubeconfig(text: &str) -> Result<kube::Client, String> {
-    let kubeconfig = Kubeconfig::from_yaml(text).map_err(|e| format!("kubeconfig: {e}"))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| format!("kubeconfig: {e}"))?;
+    let config = config_from_kubeconfig(text).await?;
     kube::Client::try_from(config).map_err(|e| format!("client: {e}"))
+}
+
+/// The client configuration of a kubeconfig's current context.
+pub async fn config_from_kubeconfig(text: &str) -> Result<kube::Config, String> {
+    let kubeconfig = Kubeconfig::from_yaml(text).map_err(|e| format!("kubeconfig: {e}"))?;
+    kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| format!("kubeconfig: {e}"))
 }
 
 /// The registration the Secret makes, with its front-proxy CA certificates.

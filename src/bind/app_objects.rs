@@ -3,9 +3,11 @@
 //! namespace, the APIServiceBinding CRD, and a ServiceAccount whose token
 //! lets bindery ask SubjectAccessReviews and TokenReviews
 //! (`system:auth-delegator`), read its APIServiceBindings and write their
-//! status, read namespace `kube-system` (to prove the cluster's identity)
-//! and read APIServices (whose availability its bindings report), nothing
-//! wider. The binding part is per export: the Service
+//! status, read namespace `kube-system` (to prove the cluster's identity),
+//! read the front-proxy CA kube-apiserver publishes (kube-system's
+//! `extension-apiserver-authentication-reader` Role, which aggregated API
+//! servers are given too; bindery records the CA from there) and read
+//! APIServices (whose availability its bindings report), nothing wider. The binding part is per export: the Service
 //! `bindery-<consumer>` that the aggregator reaches bindery by (an
 //! ExternalName), one APIService per bound group/version with bindery's
 //! serving CA, a Secret saying where the provider is, and the
@@ -30,6 +32,12 @@ pub const TOKEN_SECRET: &str = "bindery-token";
 pub const ROLE: &str = "bindery:app-cluster";
 /// The ClusterRoleBinding to `system:auth-delegator`.
 pub const AUTH_DELEGATOR_BINDING: &str = "bindery:auth-delegator";
+/// The RoleBinding (in kube-system) to kube-apiserver's
+/// `extension-apiserver-authentication-reader` Role.
+pub const AUTHENTICATION_READER_BINDING: &str = "bindery:authentication-reader";
+/// The Role kube-apiserver makes for reading
+/// `kube-system/extension-apiserver-authentication`.
+const AUTHENTICATION_READER_ROLE: &str = "extension-apiserver-authentication-reader";
 /// Label on everything bind makes.
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "bindery");
 /// Label naming the binding an object belongs to.
@@ -84,6 +92,14 @@ pub fn account() -> Vec<Value> {
                 {"apiGroups": ["apiregistration.k8s.io"], "resources": ["apiservices"],
                     "verbs": ["get", "list", "watch"]},
             ],
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": AUTHENTICATION_READER_BINDING, "namespace": "kube-system",
+                "labels": shared_labels()},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                "name": AUTHENTICATION_READER_ROLE},
+            "subjects": [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": NAMESPACE}],
         }),
         cluster_role_binding(ROLE, ROLE),
         cluster_role_binding(AUTH_DELEGATOR_BINDING, "system:auth-delegator"),
@@ -463,6 +479,13 @@ mod tests {
             .find(|o| o["metadata"]["name"] == AUTH_DELEGATOR_BINDING)
             .unwrap();
         assert_eq!(delegator["roleRef"]["name"], "system:auth-delegator");
+        let reader = account.iter().find(|o| o["kind"] == "RoleBinding").unwrap();
+        assert_eq!(reader["metadata"]["namespace"], "kube-system");
+        assert_eq!(
+            reader["roleRef"],
+            json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                "name": "extension-apiserver-authentication-reader"})
+        );
         assert!(
             account
                 .iter()

@@ -4,7 +4,8 @@
 //! the provider), and may
 //! bind a template only with the `bind` verb on it, asked with a
 //! SubjectAccessReview in the provider, as kcp asks for `bind` on an
-//! APIExport.
+//! APIExport. Other actions (a provider administrator's) are asked the same
+//! way, and refused with kube-apiserver's 403.
 
 use crate::auth::PeerCertificate;
 use crate::auth::trust::CaVerifier;
@@ -104,11 +105,42 @@ pub async fn provider_client_ca(provider: &kube::Client) -> Result<Option<String
         .and_then(|mut data| data.remove("client-ca-file")))
 }
 
+/// One action on a provider object, as a SubjectAccessReview asks it.
+pub struct Action<'a> {
+    pub verb: &'a str,
+    pub group: &'a str,
+    pub resource: &'a str,
+    /// `None` for a cluster-scoped object.
+    pub namespace: Option<&'a str>,
+    pub name: &'a str,
+}
+
+/// `bind` on template `template`.
+fn bind_action(template: &str) -> Action<'_> {
+    Action {
+        verb: BIND_VERB,
+        group: TEMPLATE_GROUP,
+        resource: TEMPLATE_RESOURCE,
+        namespace: None,
+        name: template,
+    }
+}
+
 /// Whether `binder` holds `bind` on template `template` in the provider.
 pub async fn may_bind(
     provider: &kube::Client,
     binder: &Binder,
     template: &str,
+) -> Result<bool, ApiError> {
+    may(provider, binder, &bind_action(template)).await
+}
+
+/// Whether the provider allows `binder` `action`, asked with a
+/// SubjectAccessReview there.
+pub async fn may(
+    provider: &kube::Client,
+    binder: &Binder,
+    action: &Action<'_>,
 ) -> Result<bool, ApiError> {
     let review = SubjectAccessReview {
         spec: SubjectAccessReviewSpec {
@@ -117,10 +149,11 @@ pub async fn may_bind(
             groups: Some(binder.groups.clone()),
             extra: (!binder.extra.is_empty()).then(|| binder.extra.clone()),
             resource_attributes: Some(ResourceAttributes {
-                verb: Some(BIND_VERB.into()),
-                group: Some(TEMPLATE_GROUP.into()),
-                resource: Some(TEMPLATE_RESOURCE.into()),
-                name: Some(template.into()),
+                verb: Some(action.verb.into()),
+                group: Some(action.group.into()),
+                resource: Some(action.resource.into()),
+                namespace: action.namespace.map(str::to_string),
+                name: Some(action.name.into()),
                 ..Default::default()
             }),
             ..Default::default()
@@ -130,22 +163,36 @@ pub async fn may_bind(
     let answer = Api::<SubjectAccessReview>::all(provider.clone())
         .create(&PostParams::default(), &review)
         .await
-        .map_err(|e| ApiError::internal(format!("asking whether the binder may bind: {e}")))?;
+        .map_err(|e| {
+            ApiError::internal(format!(
+                "asking whether the binder may {} {}: {e}",
+                action.verb, action.resource
+            ))
+        })?;
     Ok(answer.status.is_some_and(|s| s.allowed))
 }
 
 /// kube-apiserver's 403 for a binder without `bind` on `template`.
 pub fn forbidden(binder: &Binder, template: &str) -> ApiError {
-    ApiError::forbidden(
-        TEMPLATE_GROUP,
-        TEMPLATE_RESOURCE,
-        Some(template),
-        &format!(
-            "User {:?} cannot {BIND_VERB} resource {TEMPLATE_RESOURCE:?} in API group \
-             {TEMPLATE_GROUP:?} at the cluster scope",
-            binder.name
-        ),
-    )
+    refused(binder, &bind_action(template), None)
+}
+
+/// kube-apiserver's 403 for `binder` on `action`, its authorizer's wording
+/// after `why` when bindery has a reason of its own to ask.
+pub fn refused(binder: &Binder, action: &Action<'_>, why: Option<&str>) -> ApiError {
+    let scope = match action.namespace {
+        Some(namespace) => format!("in the namespace {namespace:?}"),
+        None => "at the cluster scope".into(),
+    };
+    let denied = format!(
+        "User {:?} cannot {} resource {:?} in API group {:?} {scope}",
+        binder.name, action.verb, action.resource, action.group
+    );
+    let message = match why {
+        Some(why) => format!("{why}, and {denied}"),
+        None => denied,
+    };
+    ApiError::forbidden(action.group, action.resource, Some(action.name), &message)
 }
 
 #[cfg(test)]
@@ -193,6 +240,32 @@ mod tests {
             "apiserviceexporttemplates.kube-bind.io \"postgresql\" is forbidden: User \
              \"system:serviceaccount:team:ci\" cannot bind resource \"apiserviceexporttemplates\" \
              in API group \"kube-bind.io\" at the cluster scope"
+        );
+    }
+
+    #[test]
+    fn a_refusal_with_a_reason_keeps_the_authorizers_wording_after_it() {
+        let binder = Binder {
+            name: "mallory".into(),
+            ..Default::default()
+        };
+        let action = Action {
+            verb: "update",
+            group: "",
+            resource: "secrets",
+            namespace: Some("kube-bind-abc"),
+            name: "app-cluster",
+        };
+        let error = refused(&binder, &action, Some("it is registered"));
+        assert_eq!((error.code, error.reason), (403, "Forbidden"));
+        assert_eq!(
+            error.message,
+            "secrets \"app-cluster\" is forbidden: it is registered, and User \"mallory\" \
+             cannot update resource \"secrets\" in API group \"\" in the namespace \"kube-bind-abc\""
+        );
+        assert_eq!(
+            error.details,
+            Some(serde_json::json!({"name": "app-cluster", "group": "", "kind": "secrets"}))
         );
     }
 }

@@ -1,6 +1,8 @@
 //! A binder hands bindery a kubeconfig for its app cluster. bindery will use
 //! it, so it must not make bindery run a program (exec, auth providers) or
-//! read bindery's own files (paths): only inline data is accepted. Pure.
+//! read bindery's own files (paths), nor skip verifying the server it names
+//! (the registered CA is what later binds are checked against): only inline
+//! data is accepted. Pure.
 
 use kube::config::Kubeconfig;
 
@@ -22,6 +24,12 @@ pub fn check(text: &str) -> Result<(), String> {
         if c.certificate_authority.is_some() {
             return Err(format!(
                 "cluster {:?}: certificate-authority names a file; use certificate-authority-data",
+                cluster.name
+            ));
+        }
+        if c.insecure_skip_tls_verify == Some(true) {
+            return Err(format!(
+                "cluster {:?}: insecure-skip-tls-verify is not accepted",
                 cluster.name
             ));
         }
@@ -117,6 +125,11 @@ mod tests {
                 "certificate-authority",
             ),
             ("    server: http://127.0.0.1:8080", TOKEN, "https"),
+            (
+                "    server: https://x\n    insecure-skip-tls-verify: true",
+                TOKEN,
+                "insecure-skip-tls-verify",
+            ),
             (
                 "    server: https://x\n    proxy-url: http://evil",
                 TOKEN,

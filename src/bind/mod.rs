@@ -1,9 +1,12 @@
 //! Binding an app cluster to a provider. The provider side is bindery's
 //! `/bind` endpoints ([`server`]): binders authenticate with a token the
-//! provider accepts and need the `bind` verb on a template ([`binder`]); the
-//! interactive bind runs through a browser session ([`sessions`], [`page`]).
-//! The app-cluster side is `bindery bind` ([`cli`]), which writes the objects
-//! [`app_objects`] describes. [`wire`] holds the messages between them.
+//! provider accepts and need the `bind` verb on a template ([`binder`]);
+//! once an app cluster is registered, only who proves control of it changes
+//! that ([`proof`]), and what is recorded of its trust is read from it
+//! ([`published`]); the interactive bind runs through a browser session
+//! ([`sessions`], [`page`]). The app-cluster side is `bindery bind`
+//! ([`cli`]), which writes the objects [`app_objects`] describes. [`wire`]
+//! holds the messages between them.
 
 pub mod app_objects;
 pub mod binder;
@@ -11,6 +14,8 @@ pub mod cli;
 pub mod kubeconfig_check;
 pub mod offers;
 pub mod page;
+pub mod proof;
+pub mod published;
 pub mod server;
 pub mod sessions;
 pub mod wire;

@@ -3,9 +3,10 @@
 //! APIServiceExportRequest in the provider), where a bind stands, unbinding,
 //! and the browser sessions of the interactive bind with their page.
 
-use super::binder::{self, Binder, Caller};
+use super::binder::{self, Action, Binder, Caller};
 use super::offers::offer;
 use super::page;
+use super::proof;
 use super::sessions::Sessions;
 use super::wire::{
     BindRequest, BindingState, GroupVersion, Offers, Progress, Registration, SessionCreated,
@@ -22,14 +23,15 @@ use crate::status::ApiError;
 use crate::upstream::BoxBody;
 use bytes::Bytes;
 use http::{Method, Response};
+use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The field manager of what binding writes in the provider.
 const FIELD_MANAGER: &str = "bindery-bind";
@@ -142,16 +144,18 @@ impl BindService {
                     &request.template,
                 )
             })?;
-        if let Some(registration) = &request.registration {
-            super::kubeconfig_check::check(&registration.kubeconfig)
-                .map_err(|e| ApiError::bad_request(format!("registration kubeconfig: {e}")))?;
-            prove_identity(&registration.kubeconfig, &request.identity).await?;
-        }
         let namespace = cluster_namespace(&self.prefix, &request.identity);
+        let recorded = match &request.registration {
+            Some(claimed) => Some(
+                self.checked_registration(&binder, &namespace, &request.identity, claimed)
+                    .await?,
+            ),
+            None => None,
+        };
         self.claim_cluster_namespace(&namespace, &request.identity, &binder)
             .await?;
-        if let Some(registration) = &request.registration {
-            self.register(&namespace, registration).await?;
+        if let Some((registration, existing)) = recorded {
+            self.register(&namespace, &registration, existing).await?;
         }
         let export_request = json!({
             "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExportRequest",
@@ -237,37 +241,130 @@ impl BindService {
         Ok(())
     }
 
-    /// Writes the `app-cluster` Secret (see `crate::app_cluster`).
-    async fn register(&self, namespace: &str, registration: &Registration) -> Result<(), ApiError> {
-        let mut data = BTreeMap::from([
-            (app_cluster::KUBECONFIG_KEY, registration.kubeconfig.clone()),
-            (
-                app_cluster::REQUESTHEADER_CA_KEY,
-                registration.requestheader_client_ca.clone(),
-            ),
-            (
-                app_cluster::ALLOWED_NAMES_KEY,
-                registration.requestheader_allowed_names.join(","),
-            ),
-        ]);
-        if let (Some(issuer), Some(jwks)) = (
-            &registration.service_account_issuer,
-            &registration.service_account_jwks,
-        ) {
-            data.insert(app_cluster::TOKEN_ISSUER_KEY, issuer.clone());
-            data.insert(app_cluster::TOKEN_KEYS_KEY, jwks.clone());
-        }
-        let secret = json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": app_cluster::SECRET_NAME, "namespace": namespace},
-            "type": "Opaque",
-            "stringData": data,
-        });
+    /// The registration to record for the app cluster `identity`, with the
+    /// `app-cluster` Secret it replaces. Its kubeconfig must reach that app
+    /// cluster ([`proof::prove_identity`]); when one is registered, through
+    /// the registered server and CA ([`proof::pinned`]), unless the binder is
+    /// a provider administrator. The trust material is what the app cluster
+    /// publishes ([`super::published::trust`]).
+    async fn checked_registration(
+        &self,
+        binder: &Binder,
+        namespace: &str,
+        identity: &str,
+        claimed: &Registration,
+    ) -> Result<(Registration, Option<Secret>), ApiError> {
+        super::kubeconfig_check::check(&claimed.kubeconfig)
+            .map_err(|e| ApiError::bad_request(format!("registration kubeconfig: {e}")))?;
+        let existing = self.registration_secret(namespace).await?;
+        let registered = existing.as_ref().map(proof::registered);
+        let consumer = self.consumer_of(namespace);
+        let pinned = match &registered {
+            Some(r) => proof::pinned(&r.kubeconfig, &claimed.kubeconfig).await?,
+            None => None,
+        };
+        let (config, trusted) = match (pinned, &registered) {
+            (Some(config), _) => (config, registered.as_ref()),
+            (None, None) => (proof::config(&claimed.kubeconfig).await?, None),
+            (None, Some(_)) => {
+                self.require_administrator(
+                    binder,
+                    &replace(namespace),
+                    &proof::other_trust(consumer),
+                )
+                .await?;
+                (proof::config(&claimed.kubeconfig).await?, None)
+            }
+        };
+        let client = proof::client(config)?;
+        proof::prove_identity(&client, identity).await?;
+        let recorded = match super::published::trust(&client, claimed, trusted).await {
+            Ok(recorded) => recorded,
+            Err(why) => {
+                self.require_administrator(binder, &replace(namespace), &why)
+                    .await?;
+                claimed.clone()
+            }
+        };
+        Ok((recorded, existing))
+    }
+
+    /// The `app-cluster` Secret of `namespace`, if any.
+    async fn registration_secret(&self, namespace: &str) -> Result<Option<Secret>, ApiError> {
         Api::<Secret>::namespaced(self.provider.clone(), namespace)
-            .patch(app_cluster::SECRET_NAME, &apply(), &Patch::Apply(secret))
+            .get_opt(app_cluster::SECRET_NAME)
             .await
-            .map_err(internal)?;
-        Ok(())
+            .map_err(internal)
+    }
+
+    /// Passes when the provider allows `binder` `action` itself (a provider
+    /// administrator), else kube-apiserver's 403 after `why`.
+    async fn require_administrator(
+        &self,
+        binder: &Binder,
+        action: &Action<'_>,
+        why: &str,
+    ) -> Result<(), ApiError> {
+        if binder::may(&self.provider, binder, action).await? {
+            tracing::info!(binder = %binder.name, verb = action.verb, resource = action.resource,
+                namespace = action.namespace, "allowed as a provider administrator: {why}");
+            return Ok(());
+        }
+        Err(binder::refused(binder, action, Some(why)))
+    }
+
+    fn consumer_of<'a>(&self, namespace: &'a str) -> &'a str {
+        namespace.strip_prefix(&self.prefix).unwrap_or(namespace)
+    }
+
+    /// Writes the `app-cluster` Secret (see `crate::app_cluster`): made when
+    /// there was none, else replaced at the version that was checked, so
+    /// that a registration changed meanwhile is not overwritten.
+    async fn register(
+        &self,
+        namespace: &str,
+        registration: &Registration,
+        existing: Option<Secret>,
+    ) -> Result<(), ApiError> {
+        let api = Api::<Secret>::namespaced(self.provider.clone(), namespace);
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        let written = match existing {
+            Some(mut secret) => {
+                secret.data = Some(registration_data(registration));
+                secret.string_data = None;
+                secret.metadata.managed_fields = None;
+                api.replace(app_cluster::SECRET_NAME, &params, &secret)
+                    .await
+            }
+            None => {
+                let mut secret = Secret {
+                    data: Some(registration_data(registration)),
+                    type_: Some("Opaque".into()),
+                    ..Default::default()
+                };
+                secret.metadata.name = Some(app_cluster::SECRET_NAME.into());
+                secret.metadata.namespace = Some(namespace.into());
+                api.create(&params, &secret).await
+            }
+        };
+        match written {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => Err(ApiError {
+                code: 409,
+                reason: "Conflict",
+                message: format!(
+                    "Operation cannot be fulfilled on secrets \"{}\": the app cluster's \
+                     registration changed while this bind was checked; bind again",
+                    app_cluster::SECRET_NAME
+                ),
+                details: None,
+                plain_text: false,
+            }),
+            Err(e) => Err(internal(e)),
+        }
     }
 
     async fn binding_state(&self, caller: &Caller<'_>, consumer: &str, export: &str) -> Reply {
@@ -359,7 +456,8 @@ impl BindService {
         }
         super::kubeconfig_check::check(&proof.kubeconfig)
             .map_err(|e| ApiError::bad_request(format!("kubeconfig: {e}")))?;
-        prove_identity(&proof.kubeconfig, &proof.identity).await?;
+        self.prove_unbind(&binder, &namespace, export, &proof)
+            .await?;
         let requests =
             Api::<APIServiceExportRequest>::namespaced(self.provider.clone(), &namespace);
         let exports = Api::<APIServiceExport>::namespaced(self.provider.clone(), &namespace);
@@ -402,6 +500,40 @@ impl BindService {
             200,
             &json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
         ))
+    }
+
+    /// An unbind is proven through the registered app cluster, reached as
+    /// registered ([`proof::pinned`]). Without that (another server or CA, or
+    /// no registration, as `-o yaml` leaves it), only a provider
+    /// administrator, who may delete the export itself, unbinds.
+    async fn prove_unbind(
+        &self,
+        binder: &Binder,
+        namespace: &str,
+        export: &str,
+        request: &UnbindRequest,
+    ) -> Result<(), ApiError> {
+        let consumer = self.consumer_of(namespace);
+        let registered = self.registration_secret(namespace).await?;
+        let why = match registered.as_ref().map(proof::registered) {
+            None => format!(
+                "consumer {consumer} has no registered app cluster to prove the unbind against"
+            ),
+            Some(r) => match proof::pinned(&r.kubeconfig, &request.kubeconfig).await? {
+                Some(config) => {
+                    return proof::prove_identity(&proof::client(config)?, &request.identity).await;
+                }
+                None => proof::other_trust(consumer),
+            },
+        };
+        let delete = Action {
+            verb: "delete",
+            group: binder::TEMPLATE_GROUP,
+            resource: "apiserviceexports",
+            namespace: Some(namespace),
+            name: export,
+        };
+        self.require_administrator(binder, &delete, &why).await
     }
 
     async fn open_session(&self, caller: &Caller<'_>) -> Reply {
@@ -515,36 +647,41 @@ impl BindService {
 const EXPIRED: &str =
     "This bind session is unknown or has expired. Run bindery bind again for a new one.";
 
-/// Proves that `kubeconfig` reaches the app cluster `identity` names (its
-/// kube-system namespace has that UID), so that nobody registers an app
-/// cluster for another's identity. A new account's token and RBAC may take a
-/// moment to work, so failures are retried briefly.
-async fn prove_identity(kubeconfig: &str, identity: &str) -> Result<(), ApiError> {
-    let client = app_cluster::client_from_kubeconfig(kubeconfig)
-        .await
-        .map_err(|e| ApiError::bad_request(format!("registration kubeconfig: {e}")))?;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let outcome = Api::<Namespace>::all(client.clone())
-            .get("kube-system")
-            .await;
-        let error = match outcome {
-            Ok(ns) if ns.metadata.uid.as_deref() == Some(identity) => return Ok(()),
-            Ok(ns) => {
-                return Err(ApiError::bad_request(format!(
-                    "the kubeconfig reaches an app cluster whose kube-system UID is {}, not {identity}",
-                    ns.metadata.uid.unwrap_or_default()
-                )));
-            }
-            Err(e) => e,
-        };
-        if Instant::now() > deadline {
-            return Err(ApiError::bad_request(format!(
-                "the registration kubeconfig cannot read namespace kube-system in the app cluster: {error}"
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
+/// Replacing the `app-cluster` registration of `namespace`, which a
+/// provider administrator may do.
+fn replace(namespace: &str) -> Action<'_> {
+    Action {
+        verb: "update",
+        group: "",
+        resource: "secrets",
+        namespace: Some(namespace),
+        name: app_cluster::SECRET_NAME,
     }
+}
+
+/// The `app-cluster` Secret's data for `registration`.
+fn registration_data(registration: &Registration) -> BTreeMap<String, ByteString> {
+    let mut data = BTreeMap::from([
+        (app_cluster::KUBECONFIG_KEY, registration.kubeconfig.clone()),
+        (
+            app_cluster::REQUESTHEADER_CA_KEY,
+            registration.requestheader_client_ca.clone(),
+        ),
+        (
+            app_cluster::ALLOWED_NAMES_KEY,
+            registration.requestheader_allowed_names.join(","),
+        ),
+    ]);
+    if let (Some(issuer), Some(jwks)) = (
+        &registration.service_account_issuer,
+        &registration.service_account_jwks,
+    ) {
+        data.insert(app_cluster::TOKEN_ISSUER_KEY, issuer.clone());
+        data.insert(app_cluster::TOKEN_KEYS_KEY, jwks.clone());
+    }
+    data.into_iter()
+        .map(|(key, value)| (key.to_string(), ByteString(value.into_bytes())))
+        .collect()
 }
 
 fn apply() -> PatchParams {

@@ -287,6 +287,19 @@ fn kubectl_against_the_app_cluster_uses_the_bound_api_under_its_rbac() {
         let out = app.kubectl_output(&["get", gone], None);
         assert!(!out.status.success(), "{gone} is left after unbind");
     }
+    let reader = app.kubectl_output(
+        &[
+            "-n",
+            "kube-system",
+            "get",
+            "rolebinding/bindery:authentication-reader",
+        ],
+        None,
+    );
+    assert!(
+        !reader.status.success(),
+        "the account's RoleBinding is left"
+    );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while clusters()
         .provider

@@ -15,15 +15,19 @@ pub fn binder_token(may_bind: bool) -> (String, String) {
     provider.kubectl(&["-n", "binders", "create", "serviceaccount", &name]);
     if may_bind {
         // kubectl's `create clusterrole` refuses `bind` on anything but
-        // roles, so the role is applied as YAML.
-        provider.kubectl_with_stdin(
-            &["apply", "-f", "-"],
-            Some(
-                "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\n\
-                 metadata: {name: bindery-binder}\nrules:\n\
-                 - {apiGroups: [kube-bind.io], resources: [apiserviceexporttemplates], verbs: [bind]}\n",
-            ),
-        );
+        // roles, so the role is applied as YAML, once: two first applies at
+        // the same time both create, and one fails.
+        static ROLE: std::sync::Once = std::sync::Once::new();
+        ROLE.call_once(|| {
+            provider.kubectl_with_stdin(
+                &["apply", "-f", "-"],
+                Some(
+                    "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\n\
+                     metadata: {name: bindery-binder}\nrules:\n\
+                     - {apiGroups: [kube-bind.io], resources: [apiserviceexporttemplates], verbs: [bind]}\n",
+                ),
+            );
+        });
         provider.kubectl(&[
             "create",
             "clusterrolebinding",

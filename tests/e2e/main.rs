@@ -6,6 +6,7 @@ mod aggregation;
 mod authz;
 mod availability;
 mod bind;
+mod bind_takeover;
 mod binder;
 mod bindery;
 mod browser;

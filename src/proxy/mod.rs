@@ -583,7 +583,7 @@ impl Exchange<'_> {
                 query,
                 accept: crate::translate::request::upstream_accept(
                     self.request.output.target,
-                    false,
+                    Verb::Update,
                 ),
                 body: Some(body),
             };

@@ -66,9 +66,11 @@ pub fn token_scope(bound: &BoundResource, request: &ResourceRequest) -> String {
     )
 }
 
-/// The provider's Accept for what the caller negotiated: the same shape,
-/// in JSON, which bindery reads and translates.
-pub fn upstream_accept(target: Target, list: bool) -> String {
+/// The upstream's Accept for what the caller negotiated: the same shape,
+/// in JSON, which bindery reads and translates. A list of metadata is asked
+/// for as one; a watch of metadata, event by event, as each object's.
+pub fn upstream_accept(target: Target, verb: Verb) -> String {
+    let list = matches!(verb, Verb::List | Verb::DeleteCollection);
     let meta = |kind: &str, version: MetaVersion| {
         let version = match version {
             MetaVersion::V1 => "v1",
@@ -102,10 +104,6 @@ pub fn request_down(
 ) -> Result<ProviderRequest, RequestError> {
     let path = provider_path(bound, resource);
     let mut query = Pairs::new();
-    let collection = matches!(
-        request.verb,
-        Verb::List | Verb::Watch | Verb::DeleteCollection
-    );
     let mut method = match request.verb {
         Verb::Get | Verb::List | Verb::Watch => http::Method::GET,
         Verb::Create => http::Method::POST,
@@ -152,7 +150,7 @@ pub fn request_down(
         method,
         path,
         query,
-        accept: upstream_accept(request.output.target, collection),
+        accept: upstream_accept(request.output.target, request.verb),
         body,
     })
 }

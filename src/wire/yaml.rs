@@ -1,7 +1,8 @@
 //! JSON as the YAML kube-apiserver writes (sigs.k8s.io/yaml over yaml.v2):
 //! block style, map keys sorted, sequences at their key's indentation,
 //! strings that YAML 1.1 would read as something else double-quoted, strings
-//! that cannot be plain single-quoted, and multi-line strings as literals.
+//! that cannot be plain single-quoted, multi-line strings as literals, and
+//! long lines folded at a space past column 80, as yaml.v2's emitter folds.
 
 use serde_json::Value;
 
@@ -12,7 +13,7 @@ pub fn to_yaml(value: &Value) -> String {
         Value::Object(map) if !map.is_empty() => write_map(&mut out, map, 0),
         Value::Array(items) if !items.is_empty() => write_seq(&mut out, items, 0),
         scalar => {
-            out.push_str(&scalar_text(scalar, 0));
+            out.push_str(&scalar_text(scalar, 0, 0));
             out.push('\n');
         }
     }
@@ -25,7 +26,8 @@ fn write_map(out: &mut String, map: &serde_json::Map<String, Value>, indent: usi
     for key in keys {
         let value = &map[key];
         out.push_str(&" ".repeat(indent));
-        out.push_str(&string_text(key, indent));
+        // A key is a simple key: it never folds.
+        out.push_str(&string_text(key, 0, None));
         out.push(':');
         write_value_after_key(out, value, indent);
     }
@@ -44,10 +46,18 @@ fn write_value_after_key(out: &mut String, value: &Value, indent: usize) {
         }
         scalar => {
             out.push(' ');
-            out.push_str(&scalar_text(scalar, indent + 2));
+            let column = column_of(out);
+            out.push_str(&scalar_text(scalar, column, indent + 2));
             out.push('\n');
         }
     }
+}
+
+/// The column the next character goes to: the characters since the last
+/// line break.
+fn column_of(out: &str) -> usize {
+    let line = out.rsplit('\n').next().unwrap_or(out);
+    line.chars().count()
 }
 
 fn write_seq(out: &mut String, items: &[Value], indent: usize) {
@@ -67,28 +77,99 @@ fn write_seq(out: &mut String, items: &[Value], indent: usize) {
                 out.push_str(nested.trim_start());
             }
             scalar => {
-                out.push_str(&scalar_text(scalar, indent + 2));
+                let column = column_of(out);
+                out.push_str(&scalar_text(scalar, column, indent + 2));
                 out.push('\n');
             }
         }
     }
 }
 
-fn scalar_text(value: &Value, indent: usize) -> String {
+/// A scalar that starts at `column`; lines it is folded into continue at
+/// `indent`.
+fn scalar_text(value: &Value, column: usize, indent: usize) -> String {
     match value {
         Value::Null => "null".into(),
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => n.to_string(),
-        Value::String(s) => string_text(s, indent),
+        Value::String(s) => string_text(s, column, Some(indent)),
         Value::Object(_) => "{}".into(),
         Value::Array(_) => "[]".into(),
     }
 }
 
-fn string_text(s: &str, indent: usize) -> String {
+/// yaml.v2's `best_width`.
+const WIDTH: usize = 80;
+
+/// How a scalar's spaces may become line breaks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Style {
+    Plain,
+    /// Single- or double-quoted: never at the first or last character of
+    /// the value.
+    Quoted,
+    /// Double-quoted, where a space after the break is written `\ `.
+    DoubleQuoted,
+}
+
+/// Writes `text` (a scalar as it goes on the line, quotes and escapes
+/// included) from `column`, breaking at a space once the line is past
+/// [`WIDTH`] and the next character is no space, as yaml.v2's emitter
+/// (`yaml_emitter_write_plain_scalar` and its quoted forms) does.
+fn fold(text: &str, column: usize, indent: usize, style: Style) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let (first, last) = match style {
+        Style::Plain => (0, chars.len()),
+        // The value lies between the quotes.
+        Style::Quoted | Style::DoubleQuoted => (1, chars.len().saturating_sub(1)),
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut column = column;
+    let mut spaces = false;
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let inside = i >= first && i < last;
+        let breakable = match style {
+            Style::Plain => true,
+            _ => i > first && i + 1 < last,
+        };
+        if c == ' ' && inside {
+            let next_is_space = chars.get(i + 1) == Some(&' ');
+            let next_ok = style == Style::DoubleQuoted || !next_is_space;
+            if breakable && !spaces && column > WIDTH && next_ok {
+                out.push('\n');
+                out.push_str(&" ".repeat(indent));
+                column = indent;
+                if style == Style::DoubleQuoted && next_is_space {
+                    out.push('\\');
+                    column += 1;
+                }
+                spaces = true;
+                i += 1;
+                continue;
+            }
+            spaces = true;
+        } else {
+            spaces = false;
+        }
+        out.push(c);
+        column += 1;
+        i += 1;
+    }
+    out
+}
+
+/// A string scalar from `column`; `indent` is where folded lines go on,
+/// `None` for a key, which never folds.
+fn string_text(s: &str, column: usize, indent: Option<usize>) -> String {
+    let fold = |text: &str, style| match indent {
+        Some(indent) => fold(text, column, indent, style),
+        None => text.to_string(),
+    };
     if s.contains('\n') {
         let chomp = if s.ends_with('\n') { "" } else { "-" };
-        let pad = " ".repeat(indent);
+        let pad = " ".repeat(indent.unwrap_or_default());
         let body: Vec<String> = s
             .trim_end_matches('\n')
             .split('\n')
@@ -103,12 +184,13 @@ fn string_text(s: &str, indent: usize) -> String {
         return format!("|{chomp}\n{}", body.join("\n"));
     }
     if resolves_to_non_string(s) {
-        return double_quoted(s);
+        return fold(&double_quoted(s), Style::DoubleQuoted);
     }
     if plain_allowed(s) {
-        s.to_string()
+        fold(s, Style::Plain)
     } else {
-        format!("'{}'", s.replace('\'', "''"))
+        let quoted = format!("'{}'", s.replace('\'', "''"));
+        fold(&quoted, Style::Quoted)
     }
 }
 
@@ -177,6 +259,37 @@ fn plain_allowed(s: &str) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// kube-apiserver's YAML of its 406 for a YAML watch: a long string
+    /// folds at the first space past column 80.
+    #[test]
+    fn long_strings_fold_as_kube_apiservers_do() {
+        let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "only the following media types are accepted: application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch",
+            "reason": "NotAcceptable", "code": 406});
+        assert_eq!(
+            to_yaml(&status),
+            "apiVersion: v1\n\
+             code: 406\n\
+             kind: Status\n\
+             message: 'only the following media types are accepted: application/json;stream=watch,\n\
+             \x20 application/vnd.kubernetes.protobuf;stream=watch'\n\
+             metadata: {}\n\
+             reason: NotAcceptable\n\
+             status: Failure\n"
+        );
+        let plain = "word ".repeat(30);
+        let folded = to_yaml(&json!({"a": {"description": plain.trim_end()}}));
+        for line in folded.lines().skip(2) {
+            assert!(line.starts_with("    word"), "{folded}");
+        }
+        assert!(
+            folded.lines().all(|l| l.chars().count() <= WIDTH + 5),
+            "{folded}"
+        );
+        let list = to_yaml(&json!({"items": [plain.trim_end()]}));
+        assert!(list.lines().nth(2).unwrap().starts_with("  word"), "{list}");
+    }
 
     #[test]
     fn writes_as_kube_apiserver_does() {

@@ -163,11 +163,10 @@ async fn read(
         _ => return Err(ApiError::internal("a read without read options")),
     }
     query.extend(include_object(&api));
-    let collection = api.verb != Verb::Get;
     let uri = with_query(&paths.target, &query);
     let upstream = http::Request::builder()
         .uri(uri)
-        .header(ACCEPT, upstream_accept(api.output.target, collection))
+        .header(ACCEPT, upstream_accept(api.output.target, api.verb))
         .body(Bytes::new())
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let response = KubeUpstream::new(client.clone())

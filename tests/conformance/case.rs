@@ -26,6 +26,9 @@ pub struct Step {
     pub headers: BTreeMap<String, String>,
     /// A request body: a string is sent as is, anything else as JSON.
     pub body: Option<serde_yaml::Value>,
+    /// A request body given as base64, for bytes YAML cannot hold (invalid
+    /// UTF-8).
+    pub body_base64: Option<String>,
     /// `/path?query` of a watch; it is read until `events` events arrived
     /// (after `during` ran) or the stream ends.
     pub watch: Option<String>,

@@ -83,7 +83,14 @@ impl Target {
             Err(e) => return format!("{head}\ntransport error: {e}"),
         };
         let status = response.status().as_u16();
-        let mut out = format!("{head}\nstatus: {status}\n");
+        let content_type = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let frames = content_type.starts_with(bindery::wire::protobuf::MEDIA_TYPE);
+        let mut out = format!("{head}\nstatus: {status}\ncontent-type: {content_type}\n");
         let mut during = Vec::new();
         for inner in &step.during {
             during.push(Box::pin(self.run(inner, vars)).await);
@@ -98,6 +105,27 @@ impl Target {
             let Ok(Some(Ok(chunk))) = next else { break };
             let chunk: Bytes = chunk;
             pending.extend_from_slice(&chunk);
+            if frames {
+                let mut stream = bytes::BytesMut::from(&pending[..]);
+                match bindery::wire::protobuf::decode_watch_frames(&mut stream) {
+                    Ok(decoded) => {
+                        for event in decoded {
+                            let line = event.to_string();
+                            events.push(render_body(
+                                line.as_bytes(),
+                                &BTreeMap::new(),
+                                &mut Vars::new(),
+                            ));
+                        }
+                        pending = stream.to_vec();
+                    }
+                    Err(e) => {
+                        events.push(format!("undecodable protobuf frame: {e}"));
+                        break;
+                    }
+                }
+                continue;
+            }
             while let Some(end) = pending.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = pending.drain(..=end).collect();
                 if !line.trim_ascii().is_empty() {
@@ -188,6 +216,12 @@ impl Actor {
             builder = builder.header(name, substitute(value, vars));
         }
         let body = match &step.body {
+            None if step.body_base64.is_some() => {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD
+                    .decode(step.body_base64.as_deref().unwrap_or_default())
+                    .expect("body_base64 is base64")
+            }
             None => Vec::new(),
             Some(serde_yaml::Value::String(text)) => substitute(text, vars).into_bytes(),
             Some(value) => {
@@ -236,11 +270,25 @@ impl Actor {
             .await
             .map(|b| b.to_bytes())
             .unwrap_or_default();
+        let body = readable(&content_type, &body);
         format!(
             "{head}\nstatus: {status}\ncontent-type: {content_type}\ncache-control: {cache_control}\nwarnings: {warnings:?}\n{}",
             render_body(&body, &step.capture, vars)
         )
     }
+}
+
+/// A body as JSON text: protobuf decoded to the JSON kube-apiserver would
+/// write for it (so the same object compares alike in either), anything
+/// else as it came.
+fn readable(content_type: &str, body: &[u8]) -> Vec<u8> {
+    if content_type.starts_with(bindery::wire::protobuf::MEDIA_TYPE) {
+        return match bindery::wire::protobuf::decode(body) {
+            Ok(value) => value.to_string().into_bytes(),
+            Err(e) => format!("undecodable protobuf: {e}").into_bytes(),
+        };
+    }
+    body.to_vec()
 }
 
 /// A body as normalized, pretty JSON (or normalized text), capturing variables.

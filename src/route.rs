@@ -154,8 +154,22 @@ impl Verb {
     /// asks for a watch. `None` for a method the API does not serve.
     pub fn of(method: &http::Method, request: &ResourceRequest, watch: bool) -> Option<Verb> {
         let named = request.name.is_some();
-        // `?watch` turns a list into a watch; on a named object it is a get.
-        let watch = request.watch_prefix || (!named && watch);
+        // The `/watch/` path prefix makes any request a watch, as
+        // kube-apiserver's request info decides; `?watch` turns a list into
+        // a watch, and on a named object is a get.
+        if request.watch_prefix {
+            return matches!(
+                *method,
+                http::Method::GET
+                    | http::Method::HEAD
+                    | http::Method::POST
+                    | http::Method::PUT
+                    | http::Method::PATCH
+                    | http::Method::DELETE
+            )
+            .then_some(Verb::Watch);
+        }
+        let watch = !named && watch;
         Some(match *method {
             http::Method::GET | http::Method::HEAD if watch => Verb::Watch,
             http::Method::GET | http::Method::HEAD if named => Verb::Get,
@@ -234,15 +248,23 @@ fn is_export_key(s: &str) -> bool {
 }
 
 /// Splits a path into its percent-decoded segments; `None` for a relative
-/// path, bad percent-encoding, or `.`/`..` segments. Empty segments (from `//`
-/// or a trailing `/`) are dropped, as Go's path cleaning does for
-/// kube-apiserver.
+/// path, bad percent-encoding, `.`/`..` segments, or an empty segment
+/// inside it (`//`): kube-apiserver trims the path's slashes at both ends
+/// and splits the rest, so an inner empty segment names nothing it serves.
 fn split(path: &str) -> Option<Vec<String>> {
-    let rest = path.strip_prefix('/')?;
+    let rest = path.strip_prefix('/')?.trim_matches('/');
+    if rest.is_empty() {
+        return Some(Vec::new());
+    }
     let segments = rest
         .split('/')
-        .filter(|s| !s.is_empty())
-        .map(percent_decode)
+        .map(|s| {
+            if s.is_empty() {
+                None
+            } else {
+                percent_decode(s)
+            }
+        })
         .collect::<Option<Vec<String>>>()?;
     if segments
         .iter()

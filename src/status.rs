@@ -123,25 +123,10 @@ impl ApiError {
         Self::new(422, "Invalid", message).with_details(json!({}))
     }
 
-    /// kube-apiserver's 422 for request options (`<Kind>.meta.k8s.io ""
-    /// is invalid: …`), with one cause.
-    pub fn invalid_options(
-        kind: &str,
-        message: &str,
-        field: &str,
-        cause_reason: &str,
-        cause_message: &str,
-    ) -> Self {
-        Self::new(
-            422,
-            "Invalid",
-            format!("{kind}.meta.k8s.io \"\" is invalid: {message}"),
-        )
-        .with_details(json!({
-            "group": "meta.k8s.io",
-            "kind": kind,
-            "causes": [{"reason": cause_reason, "message": cause_message, "field": field}],
-        }))
+    /// `422 Invalid` with the message and details kube-apiserver's
+    /// `NewInvalid` made.
+    pub fn invalid_with(message: impl Into<String>, details: Value) -> Self {
+        Self::new(422, "Invalid", message).with_details(details)
     }
 
     /// `422 Invalid` for one forbidden field.

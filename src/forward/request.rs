@@ -11,6 +11,7 @@ use crate::wire::body::{self, PatchType};
 use crate::wire::query::{
     self, DeleteOptions, GetOptions, ListOptions, Query, TableOptions, WriteOptions,
 };
+use crate::wire::validate::{self, Write};
 use serde_json::Value;
 
 /// The options of a request, by verb.
@@ -46,6 +47,12 @@ pub struct ApiRequest {
     /// then, not before.
     pub table: Result<TableOptions, ApiError>,
     pub body: Option<Body>,
+    /// A JSON or merge patch kube-apiserver cannot read: reported only once
+    /// the object it patches is found (kube-apiserver decodes the patch
+    /// against the object it has).
+    pub patch_error: Option<ApiError>,
+    /// The `timeout` parameter, checked, to send on.
+    pub timeout: Option<String>,
     /// Warnings kube-apiserver would send with its answer (duplicate keys).
     pub warnings: Vec<String>,
 }
@@ -62,7 +69,9 @@ pub struct Incoming<'a> {
 }
 
 impl ApiRequest {
-    /// Reads `incoming`. `None` for a method no resource serves.
+    /// Reads `incoming`, in the order kube-apiserver checks each verb's
+    /// parts (its `create.go`, `update.go`, `patch.go`, `delete.go`,
+    /// `get.go`). `None` for a method no resource serves.
     pub fn parse(incoming: &Incoming<'_>) -> Result<Option<Self>, ApiError> {
         let query = Query::parse(incoming.query);
         let Some(verb) = Verb::of(
@@ -72,6 +81,7 @@ impl ApiRequest {
         ) else {
             return Ok(None);
         };
+        let timeout = deadline(verb, &query)?;
         let header = |name: http::header::HeaderName| {
             incoming.headers.get(name).and_then(|v| v.to_str().ok())
         };
@@ -82,56 +92,75 @@ impl ApiRequest {
             _ => accept::output(accept),
         };
         let mut body = None;
+        let mut patch_error = None;
         let mut warnings = Vec::new();
+        let checks = ObjectChecks {
+            resource: incoming.resource,
+            kind: incoming.kind,
+        };
         let (options, output) = match verb {
-            // Lists read their query before they negotiate; gets after.
+            // Lists read and validate their query before they negotiate.
             Verb::List | Verb::Watch => {
                 let options = ListOptions::parse(&query)?;
+                validate::list_options(&options)?;
                 (Options::List(options), negotiate()?)
             }
             Verb::Get => {
                 let output = negotiate()?;
                 (Options::Get(GetOptions::parse(&query)?), output)
             }
-            Verb::Create | Verb::Update => {
+            Verb::Create => {
                 let output = negotiate()?;
+                let media = body::object_media(content_type)?;
                 let options = WriteOptions::parse(&query, false);
-                let decoded = body::object(
-                    content_type,
-                    incoming.body,
-                    incoming.kind,
-                    options.validation(),
-                )?;
+                validate::write_options(&options, Write::Create)?;
+                let decoded =
+                    body::object(media, incoming.body, incoming.kind, options.validation())?;
+                checks.create(&decoded.value)?;
                 warnings = decoded.warnings;
                 body = Some(Body::Object(decoded.value));
-                let options = if verb == Verb::Create {
-                    Options::Create(options)
-                } else {
-                    Options::Update(options)
-                };
-                (options, output)
+                (Options::Create(options), output)
+            }
+            Verb::Update => {
+                let output = negotiate()?;
+                let options = WriteOptions::parse(&query, false);
+                validate::write_options(&options, Write::Update)?;
+                let media = body::object_media(content_type)?;
+                let decoded =
+                    body::object(media, incoming.body, incoming.kind, options.validation())?;
+                checks.update(&decoded.value)?;
+                warnings = decoded.warnings;
+                body = Some(Body::Object(decoded.value));
+                (Options::Update(options), output)
             }
             Verb::Patch => {
                 // The patch's type is checked before anything else.
                 let patch_type = PatchType::of(content_type)?;
                 let output = negotiate()?;
                 let options = WriteOptions::parse(&query, true);
-                let decoded = body::patch(patch_type, incoming.body, options.validation())?;
-                warnings = decoded.warnings;
-                body = Some(Body::Patch(patch_type, decoded.value));
+                validate::write_options(&options, Write::Patch(patch_type))?;
+                match body::patch(patch_type, incoming.body, options.validation()) {
+                    Ok(decoded) => {
+                        warnings = decoded.warnings;
+                        body = Some(Body::Patch(patch_type, decoded.value));
+                    }
+                    Err(error) if patch_type != PatchType::Apply => patch_error = Some(error),
+                    Err(error) => return Err(error),
+                }
                 (Options::Patch(options), output)
             }
             Verb::Delete => {
                 let output = negotiate()?;
-                (
-                    Options::Delete(delete_options(&query, content_type, incoming.body)?),
-                    output,
-                )
+                let options = delete_options(&query, content_type, incoming.body)?;
+                validate::delete_options(&options)?;
+                (Options::Delete(options), output)
             }
             Verb::DeleteCollection => {
                 let output = negotiate()?;
                 let list = ListOptions::parse(&query)?;
+                validate::list_options(&list)?;
                 let delete = delete_options(&query, content_type, incoming.body)?;
+                validate::delete_options(&delete)?;
                 (Options::DeleteCollection(list, delete), output)
             }
         };
@@ -148,6 +177,8 @@ impl ApiRequest {
             pretty,
             table,
             body,
+            patch_error,
+            timeout,
             warnings,
         }))
     }
@@ -158,6 +189,83 @@ impl ApiRequest {
             Options::List(list) | Options::DeleteCollection(list, _) => Some(list),
             _ => None,
         }
+    }
+}
+
+/// The `timeout` parameter, as kube-apiserver's request-deadline filter
+/// reads it before anything else, for all but watches (long-running).
+pub fn deadline(verb: Verb, query: &Query) -> Result<Option<String>, ApiError> {
+    match verb {
+        Verb::Watch => Ok(None),
+        _ => query::timeout(query),
+    }
+}
+
+/// The checks kube-apiserver makes of an object body against the request,
+/// after decoding it: its group and version, its namespace, and (for an
+/// update) its name.
+struct ObjectChecks<'a> {
+    resource: &'a ResourceRequest,
+    kind: &'a str,
+}
+
+impl ObjectChecks<'_> {
+    fn api_version(&self, object: &Value, update: bool) -> Result<(), ApiError> {
+        let expected = if self.resource.group.is_empty() {
+            self.resource.version.clone()
+        } else {
+            format!("{}/{}", self.resource.group, self.resource.version)
+        };
+        let given = object
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if given == expected {
+            return Ok(());
+        }
+        let _ = (update, self.kind);
+        Err(ApiError::bad_request(format!(
+            "the API version in the data ({given}) does not match the expected API version ({expected})"
+        )))
+    }
+
+    /// `EnsureObjectNamespaceMatchesRequestNamespace`: a namespaced
+    /// object's namespace is the request's, or empty.
+    fn namespace(&self, object: &Value) -> Result<(), ApiError> {
+        let given = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        match &self.resource.namespace {
+            Some(namespace) if !given.is_empty() && given != namespace => {
+                Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn create(&self, object: &Value) -> Result<(), ApiError> {
+        self.api_version(object, false)?;
+        self.namespace(object)
+    }
+
+    /// And `checkName`: the object's name is the URL's.
+    fn update(&self, object: &Value) -> Result<(), ApiError> {
+        self.api_version(object, true)?;
+        self.namespace(object)?;
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let url = self.resource.name.as_deref().unwrap_or_default();
+        if name != url {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({name}) does not match the name on the URL ({url})"
+            )));
+        }
+        Ok(())
     }
 }
 

@@ -121,7 +121,15 @@ impl Proxy {
             .filter(|s| s.serves(&resource.version))
             .ok_or_else(ApiError::page_not_found)?;
         let bound = &served.bound;
-        check_scope(served, resource)?;
+        let verb = Verb::of_query(&parts.method, resource, parts.uri.query());
+        // The request-deadline filter comes first in kube-apiserver.
+        if let Some(verb) = verb {
+            crate::forward::request::deadline(
+                verb,
+                &crate::wire::query::Query::parse(parts.uri.query()),
+            )?;
+        }
+        check_scope(served, resource, verb)?;
         let incoming = Incoming {
             method: &parts.method,
             resource,
@@ -186,6 +194,15 @@ impl Exchange<'_> {
             }
             _ => None,
         };
+        // A patch kube-apiserver cannot read is refused once its object
+        // is found: a missing object is not found first.
+        if let Some(error) = &self.request.patch_error {
+            return Err(match current {
+                None => self.not_found(),
+                Some(_) => error.clone(),
+            }
+            .into());
+        }
         if let Some(Body::Patch(patch_type @ (PatchType::Json | PatchType::Merge), patch)) =
             &self.request.body
         {
@@ -544,16 +561,6 @@ impl Exchange<'_> {
         let Options::Patch(options) = &self.request.options else {
             return Err(ApiError::internal("a patch without patch options").into());
         };
-        if options.force.is_some() {
-            return Err(ApiError::invalid_options(
-                "PatchOptions",
-                "force: Forbidden: may not be specified for non-apply patch",
-                "force",
-                "FieldValueForbidden",
-                "Forbidden: may not be specified for non-apply patch",
-            )
-            .into());
-        }
         let scale = self.resource.subresource.as_deref() == Some("scale");
         let target = provider_path(bound, self.resource);
         for attempt in 0.. {
@@ -581,10 +588,7 @@ impl Exchange<'_> {
                 method: Method::PUT,
                 path: target.clone(),
                 query,
-                accept: crate::translate::request::upstream_accept(
-                    self.request.output.target,
-                    Verb::Update,
-                ),
+                accept: crate::translate::request::upstream_accept(self.request.output.target),
                 body: Some(body),
             };
             let subresource = self.resource.subresource.as_deref();
@@ -690,23 +694,44 @@ fn translation(bound: &BoundResource, tokens: &Arc<ContinueTokens>, scope: Strin
     }
 }
 
-/// Namespaced resources are reached in a namespace (lists and watches also
-/// across all); cluster-scoped ones never in a namespace. Subresources must
-/// exist. Everything else is not found, as kube-apiserver answers.
-fn check_scope(served: &ServedResource, request: &ResourceRequest) -> Result<(), ApiError> {
+/// Namespaced resources are reached in a namespace (lists and watches
+/// also across all); cluster-scoped ones never in a namespace. Anything
+/// else is the delegate's plain 404, as kube-apiserver's CRD handler
+/// answers. Subresources must exist, and take gets, updates and patches
+/// only (405 for any other verb).
+fn check_scope(
+    served: &ServedResource,
+    request: &ResourceRequest,
+    verb: Option<Verb>,
+) -> Result<(), ApiError> {
     let bound = &served.bound;
-    match (bound.namespaced, &request.namespace, &request.name) {
-        (true, None, Some(_)) | (false, Some(_), _) => return Err(ApiError::page_not_found()),
+    let across = matches!(verb, Some(Verb::List | Verb::Watch));
+    match (bound.namespaced, &request.namespace) {
+        (true, None) if !across => return Err(ApiError::page_not_found()),
+        (false, Some(_)) => return Err(ApiError::page_not_found()),
         _ => {}
     }
-    match request.subresource.as_deref() {
-        None => Ok(()),
-        Some("status") if bound.has_status => Ok(()),
-        Some("scale") if bound.has_scale => Ok(()),
-        Some(_) => Err(ApiError::object_not_found(
+    let Some(subresource) = request.subresource.as_deref() else {
+        return Ok(());
+    };
+    let exists = match subresource {
+        "status" => bound.has_status,
+        "scale" => bound.has_scale,
+        _ => false,
+    };
+    if !exists {
+        return Err(ApiError::object_not_found(
             &bound.group,
             &bound.resource,
             request.name.as_deref().unwrap_or_default(),
+        ));
+    }
+    match verb {
+        Some(Verb::Get | Verb::Update | Verb::Patch) | None => Ok(()),
+        Some(other) => Err(ApiError::method_not_allowed(
+            other.as_str(),
+            &bound.group,
+            &bound.resource,
         )),
     }
 }

@@ -67,10 +67,10 @@ pub fn token_scope(bound: &BoundResource, request: &ResourceRequest) -> String {
 }
 
 /// The upstream's Accept for what the caller negotiated: the same shape,
-/// in JSON, which bindery reads and translates. A list of metadata is asked
-/// for as one; a watch of metadata, event by event, as each object's.
-pub fn upstream_accept(target: Target, verb: Verb) -> String {
-    let list = matches!(verb, Verb::List | Verb::DeleteCollection);
+/// in JSON, which bindery reads and translates. The shape is the caller's
+/// exactly, so that kube-apiserver answers a mismatch (metadata of one
+/// object asked of a list, say) with its own 406, after its own lookup.
+pub fn upstream_accept(target: Target) -> String {
     let meta = |kind: &str, version: MetaVersion| {
         let version = match version {
             MetaVersion::V1 => "v1",
@@ -81,15 +81,8 @@ pub fn upstream_accept(target: Target, verb: Verb) -> String {
     match target {
         Target::Resource => "application/json".into(),
         Target::Table(version) => meta("Table", version),
-        Target::PartialObjectMetadata(version) if list => {
-            meta("PartialObjectMetadataList", version)
-        }
-        Target::PartialObjectMetadataList(version) if list => {
-            meta("PartialObjectMetadataList", version)
-        }
-        Target::PartialObjectMetadata(version) | Target::PartialObjectMetadataList(version) => {
-            meta("PartialObjectMetadata", version)
-        }
+        Target::PartialObjectMetadata(version) => meta("PartialObjectMetadata", version),
+        Target::PartialObjectMetadataList(version) => meta("PartialObjectMetadataList", version),
     }
 }
 
@@ -127,6 +120,9 @@ pub fn request_down(
         }
     }
     query.extend(include_object(request));
+    if let Some(timeout) = &request.timeout {
+        query.push(("timeout".into(), timeout.clone()));
+    }
     let with_labels = resource.subresource.as_deref() != Some("scale");
     match &request.body {
         Some(Body::Object(object)) => {
@@ -150,7 +146,7 @@ pub fn request_down(
         method,
         path,
         query,
-        accept: upstream_accept(request.output.target, request.verb),
+        accept: upstream_accept(request.output.target),
         body,
     })
 }

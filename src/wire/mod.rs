@@ -9,4 +9,5 @@ pub mod json;
 pub mod patch;
 pub mod protobuf;
 pub mod query;
+pub mod validate;
 pub mod yaml;

@@ -144,6 +144,120 @@ pub fn go_quote(text: &str) -> String {
     out
 }
 
+/// Go's `time.ParseDuration`, with its error text.
+pub fn go_duration(text: &str) -> Result<std::time::Duration, String> {
+    let invalid = || format!("time: invalid duration {}", time_quote(text));
+    let mut rest = text;
+    let mut negative = false;
+    if let Some(stripped) = rest.strip_prefix(['-', '+']) {
+        negative = rest.starts_with('-');
+        rest = stripped;
+    }
+    if rest == "0" {
+        return Ok(std::time::Duration::ZERO);
+    }
+    if rest.is_empty() {
+        return Err(invalid());
+    }
+    let mut total: f64 = 0.0;
+    while !rest.is_empty() {
+        let bytes = rest.as_bytes();
+        if !(bytes[0] == b'.' || bytes[0].is_ascii_digit()) {
+            return Err(invalid());
+        }
+        let digits = bytes.iter().take_while(|b| b.is_ascii_digit()).count();
+        let whole = &rest[..digits];
+        rest = &rest[digits..];
+        let mut fraction = "";
+        if let Some(after) = rest.strip_prefix('.') {
+            let n = after.bytes().take_while(u8::is_ascii_digit).count();
+            fraction = &after[..n];
+            rest = &after[n..];
+        }
+        if whole.is_empty() && fraction.is_empty() {
+            return Err(invalid());
+        }
+        let unit_len = rest
+            .bytes()
+            .take_while(|b| !(*b == b'.' || b.is_ascii_digit()))
+            .count();
+        if unit_len == 0 {
+            return Err(format!(
+                "time: missing unit in duration {}",
+                time_quote(text)
+            ));
+        }
+        let unit = &rest[..unit_len];
+        rest = &rest[unit_len..];
+        let nanos: f64 = match unit {
+            "ns" => 1.0,
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            _ => {
+                return Err(format!(
+                    "time: unknown unit {} in duration {}",
+                    time_quote(unit),
+                    time_quote(text)
+                ));
+            }
+        };
+        let value: f64 = format!(
+            "{}.{}",
+            if whole.is_empty() { "0" } else { whole },
+            fraction
+        )
+        .parse()
+        .map_err(|_| invalid())?;
+        total += value * nanos;
+        if total > i64::MAX as f64 {
+            return Err(invalid());
+        }
+    }
+    if negative {
+        return Ok(std::time::Duration::ZERO);
+    }
+    Ok(std::time::Duration::from_nanos(total as u64))
+}
+
+/// The `time` package's own quoting: ASCII as it is (`"` and `\` escaped),
+/// anything else byte by byte as `\xNN`.
+fn time_quote(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        if (c as u32) < 0x20 || (c as u32) >= 0x80 {
+            let mut buffer = [0u8; 4];
+            for byte in c.encode_utf8(&mut buffer).bytes() {
+                out.push_str(&format!("\\x{byte:02x}"));
+            }
+        } else {
+            if c == '"' || c == '\\' {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The `timeout` parameter of a request that is not a watch, as
+/// kube-apiserver's request-deadline filter reads it (first of all);
+/// `None` when there is none.
+pub fn timeout(query: &Query) -> Result<Option<String>, ApiError> {
+    let Some(value) = query.first("timeout").filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    go_duration(value).map_err(|error| {
+        ApiError::bad_request(format!(
+            "invalid timeout specified in the request URL - {error}"
+        ))
+    })?;
+    Ok(Some(value.to_string()))
+}
+
 /// A query's pairs to forward, in the order they were added.
 pub type Pairs = Vec<(String, String)>;
 
@@ -562,6 +676,42 @@ mod tests {
         assert!(!pretty(&query("pretty=yes"), Some("curl/8")));
         assert!(pretty(&query(""), Some("curl/8.1")));
         assert!(!pretty(&query(""), Some("kubectl/v1.33")));
+    }
+
+    #[test]
+    fn durations_parse_as_gos() {
+        assert_eq!(go_duration("5s"), Ok(std::time::Duration::from_secs(5)));
+        assert_eq!(
+            go_duration("1h30m"),
+            Ok(std::time::Duration::from_secs(5400))
+        );
+        assert_eq!(
+            go_duration("1.5s"),
+            Ok(std::time::Duration::from_millis(1500))
+        );
+        assert_eq!(go_duration("0"), Ok(std::time::Duration::ZERO));
+        for (text, error) in [
+            ("x", r#"time: invalid duration "x""#),
+            ("", r#"time: invalid duration """#),
+            ("10", r#"time: missing unit in duration "10""#),
+            ("10x", r#"time: unknown unit "x" in duration "10x""#),
+            (".s", r#"time: invalid duration ".s""#),
+            (
+                "5\u{e9}",
+                "time: unknown unit \"\\xc3\\xa9\" in duration \"5\\xc3\\xa9\"",
+            ),
+        ] {
+            assert_eq!(go_duration(text).unwrap_err(), error, "{text}");
+        }
+        let q = Query::parse(Some("timeout=x"));
+        assert_eq!(
+            timeout(&q).unwrap_err().message,
+            r#"invalid timeout specified in the request URL - time: invalid duration "x""#
+        );
+        assert_eq!(
+            timeout(&Query::parse(Some("timeout=5s"))).unwrap(),
+            Some("5s".into())
+        );
     }
 
     #[test]

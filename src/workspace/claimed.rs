@@ -166,7 +166,7 @@ async fn read(
     let uri = with_query(&paths.target, &query);
     let upstream = http::Request::builder()
         .uri(uri)
-        .header(ACCEPT, upstream_accept(api.output.target, api.verb))
+        .header(ACCEPT, upstream_accept(api.output.target))
         .body(Bytes::new())
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let response = KubeUpstream::new(client.clone())

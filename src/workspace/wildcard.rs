@@ -137,7 +137,7 @@ pub async fn serve(
     let mut upstream = http::Request::builder()
         .method(Method::GET)
         .uri(uri)
-        .header(ACCEPT, upstream_accept(api.output.target, api.verb));
+        .header(ACCEPT, upstream_accept(api.output.target));
     if let Some(agent) = parts.headers.get(USER_AGENT) {
         upstream = upstream.header(USER_AGENT, agent);
     }

@@ -1,0 +1,672 @@
+//! The hostile differential fuzz (issue 20): a seeded generator sends
+//! thousands of hostile requests from two consumers with exports of one
+//! resource, through the consumer endpoint, an app cluster's aggregation
+//! path and the virtual workspace (one consumer's path and `*`), over
+//! HTTP/1.1 and HTTP/2, in JSON, YAML, protobuf and Table forms. Every
+//! answer and watch event is checked: no provider namespace, cluster
+//! namespace, reserved label, identity value or provider account; no
+//! object that is not the door's consumer's own as the provider stores it;
+//! and every stored object keeps its namespace's consumer's identity.
+//! Requests kube-apiserver refuses for their form (400, 406, 413, 415) are
+//! sent to the same CRD served directly too, and must be refused alike.
+//!
+//! Prints `fuzz: N requests, N leaks, N differences (seed S)` and fails on
+//! any leak or difference. `BINDERY_FUZZ_SEED` and `BINDERY_FUZZ_REQUESTS`
+//! set the seed (default fixed, so CI runs are reproducible) and the count
+//! (default 10,000).
+
+#[allow(dead_code)]
+#[path = "../e2e/binder.rs"]
+mod binder;
+#[allow(dead_code)]
+#[path = "../e2e/bindery.rs"]
+mod bindery;
+mod check;
+mod client;
+#[allow(dead_code)]
+#[path = "../e2e/fixture.rs"]
+mod fixture;
+mod hostile;
+
+use check::{Owner, Snapshot, World};
+use client::{Client, Credential};
+use fixture::{clusters, repo_root, unique_name};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+const GROUP: &str = "conformance.bindery.dev";
+const CRD: &str = "widgets.conformance.bindery.dev";
+const EXPORT: &str = "fuzz-widgets";
+const PREFIX: &str = "kube-bind-";
+const NAMESPACES: &[&str] = &["default", "team", "other"];
+const DEFAULT_SEED: u64 = 20_261_125;
+
+/// What every worker shares.
+struct Shared {
+    world: World,
+    provider: kube::Client,
+    snapshot: tokio::sync::Mutex<Snapshot>,
+    /// Names of every consumer's objects (and planted ones), tokens and
+    /// versions seen: ammunition.
+    names: Mutex<Vec<String>>,
+    tokens: Mutex<Vec<String>>,
+    versions: Mutex<Vec<String>>,
+    provider_namespaces: Mutex<Vec<String>>,
+    findings: Mutex<Findings>,
+}
+
+#[derive(Default)]
+struct Findings {
+    requests: usize,
+    leaks: Vec<String>,
+    differences: Vec<String>,
+    /// Answers that never came (a stream that does not end is a bug too).
+    hangs: Vec<String>,
+    transport: usize,
+}
+
+/// One way in.
+struct Door {
+    name: &'static str,
+    owner: Owner,
+    /// The URL path prefix requests go below.
+    base: String,
+    clients: [Client; 2],
+    /// A client of the same CRD served directly, for the differential.
+    reference: Option<(Client, String)>,
+    writes: bool,
+    prefix: &'static str,
+}
+
+fn main() {
+    let seed = std::env::var("BINDERY_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(DEFAULT_SEED);
+    let total: usize = std::env::var("BINDERY_FUZZ_REQUESTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10_000);
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let findings = runtime.block_on(run(seed, total));
+    println!(
+        "fuzz: {} requests, {} leaks, {} differences, {} hangs (seed {seed}, {} transport errors)",
+        findings.requests,
+        findings.leaks.len(),
+        findings.differences.len(),
+        findings.hangs.len(),
+        findings.transport
+    );
+    for hang in findings.hangs.iter().take(10) {
+        println!("HANG {hang}");
+    }
+    for leak in findings.leaks.iter().take(30) {
+        println!("LEAK {leak}");
+    }
+    for difference in findings.differences.iter().take(30) {
+        println!("DIFFERENCE {difference}");
+    }
+    let failed = !findings.leaks.is_empty()
+        || !findings.differences.is_empty()
+        || !findings.hangs.is_empty()
+        || findings.requests < total * 99 / 100;
+    if failed {
+        std::process::exit(1);
+    }
+}
+
+async fn run(seed: u64, total: usize) -> Findings {
+    fixture::want_reference_cluster();
+    let (provider, app) = (&clusters().provider, &clusters().app);
+    let reference = clusters().reference.as_ref().expect("a reference cluster");
+    for cluster in [provider, reference] {
+        cluster.kubectl(&[
+            "apply",
+            "-f",
+            &repo_root().join("conformance/crds").to_string_lossy(),
+        ]);
+        cluster.kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            &format!("crd/{CRD}"),
+        ]);
+    }
+    for ns in NAMESPACES {
+        let _ = reference.kubectl_output(&["create", "namespace", ns], None);
+    }
+    let a = bindery::bindery().consumer("fuzz-a", CRD, EXPORT);
+    let b = bindery::bindery().consumer("fuzz-b", CRD, EXPORT);
+    let c = bind_app_cluster();
+    let consumers = vec![a.id.clone(), b.id.clone(), c.clone()];
+    let identities: HashMap<String, String> = consumers
+        .iter()
+        .map(|id| (id.clone(), identity_label(&format!("{PREFIX}{id}"))))
+        .collect();
+    let world = World {
+        consumers: consumers.clone(),
+        identities,
+        prefix: PREFIX.into(),
+    };
+    let shared = Arc::new(Shared {
+        world,
+        provider: provider.client().await,
+        snapshot: Default::default(),
+        names: Mutex::new(Vec::new()),
+        tokens: Mutex::new(Vec::new()),
+        versions: Mutex::new(Vec::new()),
+        provider_namespaces: Mutex::new(Vec::new()),
+        findings: Mutex::new(Findings::default()),
+    });
+    plant(&shared, &consumers);
+    refresh(&shared).await;
+
+    let bindery_url = bindery::bindery().url.clone();
+    let serving_ca = bindery::bindery().pki.join("bindery/serving-ca.crt");
+    let certificate = |consumer: &bindery::Consumer| Credential::Certificate {
+        cert: std::fs::read(&consumer.cert).unwrap(),
+        key: std::fs::read(&consumer.key).unwrap(),
+    };
+    let admin = |cluster: &fixture::Cluster| {
+        let (cert, key) = cluster.pki.admin();
+        Credential::Certificate {
+            cert: std::fs::read(cert).unwrap(),
+            key: std::fs::read(key).unwrap(),
+        }
+    };
+    let controller = Credential::Token(controller_token());
+    let pair = |url: &str, ca: &std::path::Path, credential: &Credential| {
+        [
+            Client::new(url, ca, credential, false),
+            Client::new(url, ca, credential, true),
+        ]
+    };
+    let direct_reference = || {
+        Some((
+            Client::new(
+                &reference.server,
+                &reference.pki.ca(),
+                &admin(reference),
+                true,
+            ),
+            String::new(),
+        ))
+    };
+    let doors = vec![
+        (
+            40,
+            Door {
+                name: "consumer fuzz-a",
+                owner: Owner::Consumer(a.id.clone()),
+                base: format!("/clusters/{}", a.id),
+                clients: pair(&bindery_url, &serving_ca, &certificate(&a)),
+                reference: direct_reference(),
+                writes: true,
+                prefix: "a-",
+            },
+        ),
+        (
+            15,
+            Door {
+                name: "workspace fuzz-a",
+                owner: Owner::Consumer(a.id.clone()),
+                base: format!("/services/export/{EXPORT}/clusters/{}", a.id),
+                clients: pair(&bindery_url, &serving_ca, &controller),
+                reference: None,
+                writes: true,
+                prefix: "w-",
+            },
+        ),
+        (
+            15,
+            Door {
+                name: "consumer fuzz-b",
+                owner: Owner::Consumer(b.id.clone()),
+                base: format!("/clusters/{}", b.id),
+                clients: pair(&bindery_url, &serving_ca, &certificate(&b)),
+                reference: None,
+                writes: true,
+                prefix: "b-",
+            },
+        ),
+        (
+            20,
+            Door {
+                name: "aggregated",
+                owner: Owner::Consumer(c.clone()),
+                base: String::new(),
+                clients: pair(&app.server, &app.pki.ca(), &admin(app)),
+                reference: direct_reference(),
+                writes: true,
+                prefix: "c-",
+            },
+        ),
+        (
+            10,
+            Door {
+                name: "workspace *",
+                owner: Owner::Everyone,
+                base: format!("/services/export/{EXPORT}/clusters/*"),
+                clients: pair(&bindery_url, &serving_ca, &controller),
+                reference: None,
+                writes: false,
+                prefix: "x-",
+            },
+        ),
+    ];
+    // The consumer fuzz-a's two doors share one worker, so that what one
+    // shows the other changed in order.
+    let mut workers = Vec::new();
+    let mut a_doors = Vec::new();
+    for (i, (share, door)) in doors.into_iter().enumerate() {
+        let count = total * share / 100;
+        if door.name.ends_with("fuzz-a") {
+            a_doors.push((count, door));
+            continue;
+        }
+        workers.push(tokio::spawn(work(
+            shared.clone(),
+            seed ^ (i as u64 + 1),
+            vec![(count, door)],
+        )));
+    }
+    workers.push(tokio::spawn(work(shared.clone(), seed, a_doors)));
+    for worker in workers {
+        worker.await.expect("a worker ends");
+    }
+    refresh(&shared).await;
+    let misstored = check::misstored(&shared.world, &*shared.snapshot.lock().await);
+    let mut findings = std::mem::take(&mut *shared.findings.lock().unwrap());
+    findings.leaks.extend(misstored);
+    findings
+}
+
+/// Works through `doors`, each for its count of requests, interleaved.
+async fn work(shared: Arc<Shared>, seed: u64, mut doors: Vec<(usize, Door)>) {
+    let mut rng = hostile::Rng::new(seed);
+    let mut left: Vec<usize> = doors.iter().map(|(count, _)| *count).collect();
+    let mut since_check = 0;
+    while left.iter().any(|n| *n > 0) {
+        let open: Vec<usize> = (0..doors.len()).filter(|i| left[*i] > 0).collect();
+        let i = *rng.pick(&open);
+        left[i] -= 1;
+        let door = &mut doors[i].1;
+        one(&shared, &mut rng, door).await;
+        since_check += 1;
+        if since_check >= 500 {
+            since_check = 0;
+            refresh(&shared).await;
+            let misstored = check::misstored(&shared.world, &*shared.snapshot.lock().await);
+            shared.findings.lock().unwrap().leaks.extend(misstored);
+        }
+    }
+}
+
+/// One request through `door`, checked.
+async fn one(shared: &Shared, rng: &mut hostile::Rng, door: &mut Door) {
+    let (names, tokens, versions, provider_namespaces) = (
+        shared.names.lock().unwrap().clone(),
+        shared.tokens.lock().unwrap().clone(),
+        shared.versions.lock().unwrap().clone(),
+        shared.provider_namespaces.lock().unwrap().clone(),
+    );
+    let identities: Vec<String> = shared.world.identities.values().cloned().collect();
+    let context = hostile::Context {
+        group: GROUP,
+        version: "v1",
+        resource: "widgets",
+        kind: "Widget",
+        prefix: door.prefix,
+        names: &names,
+        provider_namespaces: &provider_namespaces,
+        identities: &identities,
+        consumers: &shared.world.consumers,
+        tokens: &tokens,
+        versions: &versions,
+        writes: door.writes,
+    };
+    let request = context.request(rng);
+    let h2 = rng.chance(50);
+    let path = format!("{}{}", door.base, request.path);
+    let sent = format!(
+        "{} {:?} {}",
+        percent_decoded(&request.path),
+        request.headers,
+        String::from_utf8_lossy(&request.body)
+    );
+    let answer = door.clients[usize::from(h2)]
+        .send(request.method, &path, &request.headers, &request.body)
+        .await;
+    let mut findings = Vec::new();
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(error) => {
+            let mut shared_findings = shared.findings.lock().unwrap();
+            shared_findings.requests += 1;
+            shared_findings.transport += 1;
+            if error.contains("20 s") {
+                shared_findings
+                    .hangs
+                    .push(format!("{}: {} {path}: {error}", door.name, request.method));
+            }
+            return;
+        }
+    };
+    let values = check::decode(&answer.content_type, &answer.body);
+    let forbidden = shared.world.forbidden(&provider_namespaces);
+    for leak in check::leaks(&forbidden, &door.owner, &sent, &answer.body, &values) {
+        findings.push(format!(
+            "{}: {} {path} ({}) {leak}",
+            door.name, request.method, answer.status
+        ));
+    }
+    let shown = check::objects(&values);
+    if !shown.is_empty() {
+        // What a delete answers with, or a dry run makes, is not stored.
+        let deleting = request.method == "DELETE" || request.path.contains("dryRun=All");
+        let mut snapshot = shared.snapshot.lock().await;
+        let unknown = shown
+            .iter()
+            .any(|o| check::foreign(&shared.world, &snapshot, &door.owner, o, deleting).is_some());
+        if unknown {
+            // The snapshot may predate the object: look again first.
+            drop(snapshot);
+            refresh(shared).await;
+            snapshot = shared.snapshot.lock().await;
+        }
+        for object in &shown {
+            if let Some(problem) =
+                check::foreign(&shared.world, &snapshot, &door.owner, object, deleting)
+            {
+                findings.push(format!(
+                    "{}: {} {path} ({}) {problem}",
+                    door.name, request.method, answer.status
+                ));
+            }
+        }
+    }
+    remember(shared, &values, &shown);
+    if let Some((reference, base)) = &mut door.reference {
+        let reference_path = format!("{base}{}", request.path);
+        if let Some(difference) = differs(reference, &request, &reference_path, &answer).await {
+            shared.findings.lock().unwrap().differences.push(format!(
+                "{}: {} {path}: {difference}",
+                door.name, request.method
+            ));
+        }
+    }
+    let mut shared_findings = shared.findings.lock().unwrap();
+    shared_findings.requests += 1;
+    shared_findings.leaks.extend(findings);
+}
+
+/// Whether kube-apiserver serving the CRD directly refuses the same
+/// request otherwise, where either refuses it for its form.
+async fn differs(
+    reference: &mut Client,
+    request: &hostile::Request,
+    path: &str,
+    answer: &client::Answer,
+) -> Option<String> {
+    const FORM: &[u16] = &[400, 406, 413, 415];
+    // Not compared: a continue token is bindery's own (sealed), the
+    // reference's another; a watch's events depend on timing; and bindery
+    // refuses `.` and `..` path segments outright, where kube-apiserver
+    // reads them as names (a deliberate difference, see docs/DESIGN.md).
+    let decoded = percent_decoded(&request.path);
+    if request.path.contains("continue=")
+        || request.watch
+        || decoded
+            .split(['/', '?', ' '])
+            .any(|s| s == ".." || s == ".")
+    {
+        return None;
+    }
+    let direct = reference
+        .send(request.method, path, &request.headers, &request.body)
+        .await
+        .ok()?;
+    if !FORM.contains(&direct.status) && !FORM.contains(&answer.status) {
+        return None;
+    }
+    // Whether an object exists differs between the two (objects made
+    // through bindery live on the provider, not the reference).
+    let missing = |a: &client::Answer| {
+        check::decode(&a.content_type, &a.body)
+            .first()
+            .is_some_and(|v| v["reason"] == "NotFound" && v["details"]["name"].is_string())
+    };
+    if missing(&direct) || missing(answer) {
+        return None;
+    }
+    let message = |a: &client::Answer| {
+        check::decode(&a.content_type, &a.body)
+            .first()
+            .and_then(|v| v["message"].as_str().map(str::to_string))
+            .unwrap_or_else(|| String::from_utf8_lossy(&a.body).into_owned())
+    };
+    let (ours, theirs) = (message(answer), message(&direct));
+    (direct.status != answer.status || ours != theirs).then(|| {
+        format!(
+            "bindery {} {ours:?}, kube-apiserver {} {theirs:?}",
+            answer.status, direct.status
+        )
+    })
+}
+
+/// Keeps names, tokens and versions an answer showed, to aim at later.
+fn remember(
+    shared: &Shared,
+    values: &[Value],
+    shown: &[(String, String, Option<String>, Option<String>)],
+) {
+    let mut names = shared.names.lock().unwrap();
+    for (_, name, _, _) in shown {
+        if !names.contains(name) && names.len() < 400 {
+            names.push(name.clone());
+        }
+    }
+    for value in values {
+        let metadata = if value["type"].is_string() {
+            &value["object"]["metadata"]
+        } else {
+            &value["metadata"]
+        };
+        if let Some(token) = metadata["continue"].as_str().filter(|t| !t.is_empty()) {
+            let mut tokens = shared.tokens.lock().unwrap();
+            if tokens.len() < 200 {
+                tokens.push(token.to_string());
+            }
+        }
+        if let Some(version) = metadata["resourceVersion"].as_str() {
+            let mut versions = shared.versions.lock().unwrap();
+            if versions.len() < 200 {
+                versions.push(version.to_string());
+            }
+        }
+    }
+}
+
+/// Lists what the provider stores, and its consumers' namespaces.
+async fn refresh(shared: &Shared) {
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(
+        shared.provider.clone(),
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk(GROUP, "v1", "Widget"),
+            "widgets",
+        ),
+    );
+    let Ok(list) = api.list(&Default::default()).await else {
+        return;
+    };
+    let mut objects = HashMap::new();
+    for item in list.items {
+        let labels = item.metadata.labels.unwrap_or_default();
+        objects.insert(
+            (
+                item.metadata.namespace.unwrap_or_default(),
+                item.metadata.name.unwrap_or_default(),
+            ),
+            (
+                labels.get("bindery.dev/consumer").cloned(),
+                labels.get("bindery.dev/export").cloned(),
+            ),
+        );
+    }
+    shared.snapshot.lock().await.objects = objects;
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+        kube::Api::all(shared.provider.clone());
+    if let Ok(list) = namespaces.list(&Default::default()).await {
+        let names: Vec<String> = list
+            .items
+            .into_iter()
+            .filter_map(|n| n.metadata.name)
+            .filter(|n| n.starts_with(PREFIX))
+            .collect();
+        *shared.provider_namespaces.lock().unwrap() = names;
+    }
+}
+
+/// Objects the provider's administrator put in each consumer's namespaces:
+/// one bare, one with another consumer's identity. No door may show them.
+fn plant(shared: &Shared, consumers: &[String]) {
+    let provider = &clusters().provider;
+    for (i, consumer) in consumers.iter().enumerate() {
+        let other = &consumers[(i + 1) % consumers.len()];
+        for ns in NAMESPACES {
+            let namespace = format!("{PREFIX}{consumer}-{ns}");
+            let _ = provider.kubectl_output(&["create", "namespace", &namespace], None);
+            let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
+                {"apiVersion": format!("{GROUP}/v1"), "kind": "Widget",
+                 "metadata": {"name": "planted-bare", "namespace": namespace, "labels": {"planted": "yes"}},
+                 "spec": {"size": "small"}},
+                {"apiVersion": format!("{GROUP}/v1"), "kind": "Widget",
+                 "metadata": {"name": "planted-cross", "namespace": namespace, "labels": {
+                    "planted": "yes", "bindery.dev/consumer": other,
+                    "bindery.dev/export": shared.world.identities[other]}},
+                 "spec": {"size": "small"}},
+            ]});
+            provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&objects.to_string()));
+        }
+    }
+    let mut names = shared.names.lock().unwrap();
+    names.extend(["planted-bare".to_string(), "planted-cross".to_string()]);
+}
+
+/// The identity label value of the export in `cluster_namespace`.
+fn identity_label(cluster_namespace: &str) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let hash = clusters().provider.kubectl(&[
+            "-n",
+            cluster_namespace,
+            "get",
+            "apiserviceexport",
+            EXPORT,
+            "-o",
+            "jsonpath={.status.identityHash}",
+        ]);
+        if hash.len() == 64 {
+            return hash[..32].to_string();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no identity for the export in {cluster_namespace}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+}
+
+/// Binds the app cluster to the same resource with `bindery bind`, and
+/// returns its consumer id.
+fn bind_app_cluster() -> String {
+    let (provider, app) = (&clusters().provider, &clusters().app);
+    let template = format!(
+        "apiVersion: kube-bind.io/v1alpha2\nkind: APIServiceExportTemplate\nmetadata: {{name: {EXPORT}}}\n\
+         spec:\n  description: The fuzz's Widgets.\n  scope: Namespaced\n  resources:\n  - {{group: {GROUP}, resource: widgets}}\n"
+    );
+    provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&template));
+    let (_, token) = binder::binder_token(true);
+    binder::succeeded(
+        "bindery bind",
+        &binder::bindery_cli("bind", &token, &["--template", EXPORT]),
+    );
+    let uid = app.kubectl(&[
+        "get",
+        "namespace",
+        "kube-system",
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    let namespaces = provider.kubectl(&[
+        "get",
+        "namespaces",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name}={.metadata.annotations.backend\\.kube-bind\\.io/identity}{\"\\n\"}{end}",
+    ]);
+    let cluster_namespace = namespaces
+        .lines()
+        .find_map(|line| {
+            line.split_once('=')
+                .filter(|(_, id)| *id == uid.trim())
+                .map(|(n, _)| n.to_string())
+        })
+        .unwrap_or_else(|| panic!("no cluster namespace for the app cluster: {namespaces}"));
+    // Served through the aggregator before the fuzz starts.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !app
+        .kubectl_output(&["get", CRD, "-A"], None)
+        .status
+        .success()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the app cluster never served {CRD}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    cluster_namespace
+        .strip_prefix(PREFIX)
+        .expect("a cluster namespace")
+        .to_string()
+}
+
+/// A provider token allowed every verb on the export's content.
+fn controller_token() -> String {
+    let provider = &clusters().provider;
+    let _ = provider.kubectl_output(&["create", "namespace", "fuzz-controllers"], None);
+    let name = unique_name("fuzz-controller");
+    provider.kubectl(&["-n", "fuzz-controllers", "create", "serviceaccount", &name]);
+    let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": name}, "rules": [{"apiGroups": ["kube-bind.io"],
+            "resources": ["apiserviceexports/content"], "resourceNames": [EXPORT], "verbs": ["*"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": "fuzz-controllers"}],
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}},
+    ]});
+    provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&objects.to_string()));
+    provider
+        .kubectl(&[
+            "-n",
+            "fuzz-controllers",
+            "create",
+            "token",
+            &name,
+            "--duration=2h",
+        ])
+        .trim()
+        .to_string()
+}
+
+fn percent_decoded(path: &str) -> String {
+    let plus_as_space = path.replace('+', " ");
+    let bytes: Vec<u8> = form_urlencoded::parse(plus_as_space.as_bytes())
+        .flat_map(|(k, v)| [k.into_owned(), v.into_owned()])
+        .collect::<Vec<_>>()
+        .join("=")
+        .into_bytes();
+    format!("{path} {}", String::from_utf8_lossy(&bytes))
+}

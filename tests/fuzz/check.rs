@@ -19,12 +19,18 @@ pub enum Owner {
     Everyone,
 }
 
-/// The provider's objects as last listed: (provider namespace, name) →
-/// (consumer label, export label).
+/// Every version of every object the provider has stored since the fuzz
+/// began, as its own watch told them: (provider namespace, name,
+/// resourceVersion) → (consumer label, export label). An answer may show
+/// an object as it was (a page at an old version, a watch from one), so
+/// what is shown is checked at the version it carries.
 #[derive(Default)]
-pub struct Snapshot {
-    pub objects: HashMap<(String, String), (Option<String>, Option<String>)>,
+pub struct History {
+    pub versions: HashMap<(String, String, String), Identity>,
 }
+
+/// An object version's identity labels.
+pub type Identity = (Option<String>, Option<String>);
 
 /// The world as the checks know it.
 pub struct World {
@@ -73,36 +79,43 @@ pub fn decode(content_type: &str, body: &[u8]) -> Vec<Value> {
         .collect()
 }
 
-/// The (namespace, name, consumer annotation, event type) of every object
-/// an answer shows.
-pub fn objects(values: &[Value]) -> Vec<(String, String, Option<String>, Option<String>)> {
+/// An object an answer shows: namespace, name, resourceVersion (consumer
+/// terms), and the consumer annotation the wildcard door marks it with.
+#[derive(Clone, Debug)]
+pub struct Shown {
+    pub namespace: String,
+    pub name: String,
+    pub version: String,
+    pub annotation: Option<String>,
+}
+
+/// Every object an answer shows.
+pub fn objects(values: &[Value]) -> Vec<Shown> {
     let mut out = Vec::new();
-    let mut push = |object: &Value, event: Option<&str>| {
+    let mut push = |object: &Value| {
         let metadata = &object["metadata"];
         let Some(name) = metadata["name"].as_str() else {
             return;
         };
-        out.push((
-            metadata["namespace"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-            name.to_string(),
-            metadata["annotations"]["bindery.dev/consumer"]
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+        out.push(Shown {
+            namespace: text(&metadata["namespace"]),
+            name: name.to_string(),
+            version: text(&metadata["resourceVersion"]),
+            annotation: metadata["annotations"]["bindery.dev/consumer"]
                 .as_str()
                 .map(str::to_string),
-            event.map(str::to_string),
-        ));
+        });
     };
     for value in values {
         if let Some(event) = value["type"].as_str() {
             let object = &value["object"];
             if object["kind"] == "Table" {
                 for row in object["rows"].as_array().into_iter().flatten() {
-                    push(&row["object"], Some(event));
+                    push(&row["object"]);
                 }
             } else if event != "BOOKMARK" && event != "ERROR" {
-                push(object, Some(event));
+                push(object);
             }
             continue;
         }
@@ -110,15 +123,15 @@ pub fn objects(values: &[Value]) -> Vec<(String, String, Option<String>, Option<
             "Status" => {}
             "Table" => {
                 for row in value["rows"].as_array().into_iter().flatten() {
-                    push(&row["object"], None);
+                    push(&row["object"]);
                 }
             }
             kind if kind.ends_with("List") => {
                 for item in value["items"].as_array().into_iter().flatten() {
-                    push(item, None);
+                    push(item);
                 }
             }
-            _ => push(value, None),
+            _ => push(value),
         }
     }
     out
@@ -180,49 +193,31 @@ fn strip(value: &mut Value) {
     }
 }
 
-/// Whether an object shown to `owner` is its own as the provider stores it:
-/// `Some(problem)` when it is not. `None` also when it cannot be told (a
-/// deletion's object, gone since).
-pub fn foreign(
-    world: &World,
-    snapshot: &Snapshot,
-    owner: &Owner,
-    object: &(String, String, Option<String>, Option<String>),
-    deleting: bool,
-) -> Option<String> {
-    let (namespace, name, annotation, event) = object;
+/// Where an object shown to `owner` must be stored: its consumer and
+/// provider namespace.
+pub fn home(world: &World, owner: &Owner, shown: &Shown) -> Result<(String, String), String> {
     let consumer = match owner {
         Owner::Consumer(consumer) => consumer.clone(),
-        Owner::Everyone => match annotation {
+        Owner::Everyone => match &shown.annotation {
             Some(consumer) => consumer.clone(),
-            None => return Some(format!("{namespace}/{name} carries no consumer")),
+            None => return Err(format!("{}/{} carries no consumer", shown.namespace, shown.name)),
         },
     };
-    let provider_namespace = format!("{}{consumer}-{namespace}", world.prefix);
-    match snapshot
-        .objects
-        .get(&(provider_namespace.clone(), name.clone()))
-    {
-        Some((Some(label), Some(export)))
-            if *label == consumer && world.identities.get(&consumer) == Some(export) =>
-        {
-            None
-        }
-        Some(labels) => Some(format!(
-            "{namespace}/{name} shown to {consumer} is stored as {labels:?}"
-        )),
-        None if deleting || event.as_deref() == Some("DELETED") => None,
-        None => Some(format!(
-            "{namespace}/{name} shown to {consumer} is not in {provider_namespace}"
-        )),
-    }
+    let namespace = format!("{}{consumer}-{}", world.prefix, shown.namespace);
+    Ok((consumer, namespace))
 }
 
-/// Stored objects whose identity is not their namespace's consumer's.
+/// Whether `identity` is `consumer`'s own.
+pub fn owned(world: &World, consumer: &str, identity: &Identity) -> bool {
+    identity.0.as_deref() == Some(consumer)
+        && identity.1.as_ref() == world.identities.get(consumer)
+}
+
+/// Stored versions whose identity is not their namespace's consumer's.
 /// Objects the harness planted (`planted-*`) are the provider's own.
-pub fn misstored(world: &World, snapshot: &Snapshot) -> Vec<String> {
+pub fn misstored(world: &World, history: &History) -> Vec<String> {
     let mut out = Vec::new();
-    for ((namespace, name), (consumer, export)) in &snapshot.objects {
+    for ((namespace, name, version), identity) in &history.versions {
         if name.starts_with("planted-") {
             continue;
         }
@@ -233,13 +228,12 @@ pub fn misstored(world: &World, snapshot: &Snapshot) -> Vec<String> {
         else {
             continue;
         };
-        if consumer.as_deref() != Some(owner.as_str())
-            || export.as_ref() != world.identities.get(owner)
-        {
+        if !owned(world, owner, identity) {
             out.push(format!(
-                "{namespace}/{name} is stored with consumer {consumer:?} and export {export:?}"
+                "{namespace}/{name} at {version} is stored with {identity:?}"
             ));
         }
     }
+    out.sort();
     out
 }

@@ -28,7 +28,7 @@ mod client;
 mod fixture;
 mod hostile;
 
-use check::{Owner, Snapshot, World};
+use check::{History, Owner, Shown, World};
 use client::{Client, Credential};
 use fixture::{clusters, repo_root, unique_name};
 use serde_json::{Value, json};
@@ -46,7 +46,8 @@ const DEFAULT_SEED: u64 = 20_261_125;
 struct Shared {
     world: World,
     provider: kube::Client,
-    snapshot: tokio::sync::Mutex<Snapshot>,
+    /// Every stored version, as the provider's own watch told them.
+    history: Mutex<History>,
     /// Names of every consumer's objects (and planted ones), tokens and
     /// versions seen: ammunition.
     names: Mutex<Vec<String>>,
@@ -152,13 +153,14 @@ async fn run(seed: u64, total: usize) -> Findings {
     let shared = Arc::new(Shared {
         world,
         provider: provider.client().await,
-        snapshot: Default::default(),
+        history: Default::default(),
         names: Mutex::new(Vec::new()),
         tokens: Mutex::new(Vec::new()),
         versions: Mutex::new(Vec::new()),
         provider_namespaces: Mutex::new(Vec::new()),
         findings: Mutex::new(Findings::default()),
     });
+    tokio::spawn(record(shared.clone()));
     plant(&shared, &consumers);
     refresh(&shared).await;
 
@@ -275,8 +277,9 @@ async fn run(seed: u64, total: usize) -> Findings {
     for worker in workers {
         worker.await.expect("a worker ends");
     }
-    refresh(&shared).await;
-    let misstored = check::misstored(&shared.world, &*shared.snapshot.lock().await);
+    // The watch catches up with the last writes.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let misstored = check::misstored(&shared.world, &shared.history.lock().unwrap());
     let mut findings = std::mem::take(&mut *shared.findings.lock().unwrap());
     findings.leaks.extend(misstored);
     findings
@@ -286,19 +289,14 @@ async fn run(seed: u64, total: usize) -> Findings {
 async fn work(shared: Arc<Shared>, seed: u64, mut doors: Vec<(usize, Door)>) {
     let mut rng = hostile::Rng::new(seed);
     let mut left: Vec<usize> = doors.iter().map(|(count, _)| *count).collect();
-    let mut since_check = 0;
     while left.iter().any(|n| *n > 0) {
         let open: Vec<usize> = (0..doors.len()).filter(|i| left[*i] > 0).collect();
         let i = *rng.pick(&open);
         left[i] -= 1;
         let door = &mut doors[i].1;
         one(&shared, &mut rng, door).await;
-        since_check += 1;
-        if since_check >= 500 {
-            since_check = 0;
+        if rng.chance(2) {
             refresh(&shared).await;
-            let misstored = check::misstored(&shared.world, &*shared.snapshot.lock().await);
-            shared.findings.lock().unwrap().leaks.extend(misstored);
         }
     }
 }
@@ -329,11 +327,14 @@ async fn one(shared: &Shared, rng: &mut hostile::Rng, door: &mut Door) {
     let request = context.request(rng);
     let h2 = rng.chance(50);
     let path = format!("{}{}", door.base, request.path);
+    // What the caller sent, in every form an echo of it may take (a JSON
+    // pointer in a patch names keys escaped).
+    let body = String::from_utf8_lossy(&request.body);
     let sent = format!(
-        "{} {:?} {}",
+        "{} {:?} {body} {}",
         percent_decoded(&request.path),
         request.headers,
-        String::from_utf8_lossy(&request.body)
+        body.replace("~1", "/").replace("~0", "~")
     );
     let answer = door.clients[usize::from(h2)]
         .send(request.method, &path, &request.headers, &request.body)
@@ -362,23 +363,10 @@ async fn one(shared: &Shared, rng: &mut hostile::Rng, door: &mut Door) {
         ));
     }
     let shown = check::objects(&values);
-    if !shown.is_empty() {
-        // What a delete answers with, or a dry run makes, is not stored.
-        let deleting = request.method == "DELETE" || request.path.contains("dryRun=All");
-        let mut snapshot = shared.snapshot.lock().await;
-        let unknown = shown
-            .iter()
-            .any(|o| check::foreign(&shared.world, &snapshot, &door.owner, o, deleting).is_some());
-        if unknown {
-            // The snapshot may predate the object: look again first.
-            drop(snapshot);
-            refresh(shared).await;
-            snapshot = shared.snapshot.lock().await;
-        }
+    // What a dry run makes is never stored.
+    if !request.path.contains("dryRun=") {
         for object in &shown {
-            if let Some(problem) =
-                check::foreign(&shared.world, &snapshot, &door.owner, object, deleting)
-            {
+            if let Some(problem) = stored_as_shown(shared, &door.owner, object).await {
                 findings.push(format!(
                     "{}: {} {path} ({}) {problem}",
                     door.name, request.method, answer.status
@@ -411,11 +399,13 @@ async fn differs(
 ) -> Option<String> {
     const FORM: &[u16] = &[400, 406, 413, 415];
     // Not compared: a continue token is bindery's own (sealed), the
-    // reference's another; a watch's events depend on timing; and bindery
+    // reference's another; a resourceVersion is the provider's, not the
+    // reference's; a watch's events depend on timing; and bindery
     // refuses `.` and `..` path segments outright, where kube-apiserver
     // reads them as names (a deliberate difference, see docs/DESIGN.md).
     let decoded = percent_decoded(&request.path);
     if request.path.contains("continue=")
+        || request.path.contains("resourceVersion")
         || request.watch
         || decoded
             .split(['/', '?', ' '])
@@ -427,6 +417,10 @@ async fn differs(
         .send(request.method, path, &request.headers, &request.body)
         .await
         .ok()?;
+    // A deadline either side met is timing, not form.
+    if direct.status == 504 || answer.status == 504 {
+        return None;
+    }
     if !FORM.contains(&direct.status) && !FORM.contains(&answer.status) {
         return None;
     }
@@ -456,13 +450,9 @@ async fn differs(
 }
 
 /// Keeps names, tokens and versions an answer showed, to aim at later.
-fn remember(
-    shared: &Shared,
-    values: &[Value],
-    shown: &[(String, String, Option<String>, Option<String>)],
-) {
+fn remember(shared: &Shared, values: &[Value], shown: &[Shown]) {
     let mut names = shared.names.lock().unwrap();
-    for (_, name, _, _) in shown {
+    for Shown { name, .. } in shown {
         if !names.contains(name) && names.len() < 400 {
             names.push(name.clone());
         }
@@ -488,33 +478,109 @@ fn remember(
     }
 }
 
-/// Lists what the provider stores, and its consumers' namespaces.
-async fn refresh(shared: &Shared) {
-    let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(
-        shared.provider.clone(),
+/// Whether an object shown to `owner` is, at the version shown, stored
+/// where that consumer's objects live and with that consumer's identity.
+/// The provider's watch may trail the answer: it is waited for a little.
+async fn stored_as_shown(shared: &Shared, owner: &Owner, shown: &Shown) -> Option<String> {
+    let (consumer, namespace) = match check::home(&shared.world, owner, shown) {
+        Ok(home) => home,
+        Err(problem) => return Some(problem),
+    };
+    let key = (namespace, shown.name.clone(), shown.version.clone());
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let identity = shared.history.lock().unwrap().versions.get(&key).cloned();
+        match identity {
+            Some(identity) if check::owned(&shared.world, &consumer, &identity) => return None,
+            Some(identity) => {
+                return Some(format!(
+                    "shows {}/{} at {}, stored with {identity:?}",
+                    key.0, key.1, key.2
+                ));
+            }
+            None if tokio::time::Instant::now() > deadline => {
+                return Some(format!(
+                    "shows {}/{} at {}, which the provider never stored",
+                    key.0, key.1, key.2
+                ));
+            }
+            None => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+        }
+    }
+}
+
+fn widgets(client: &kube::Client) -> kube::Api<kube::api::DynamicObject> {
+    kube::Api::all_with(
+        client.clone(),
         &kube::api::ApiResource::from_gvk_with_plural(
             &kube::api::GroupVersionKind::gvk(GROUP, "v1", "Widget"),
             "widgets",
         ),
-    );
-    let Ok(list) = api.list(&Default::default()).await else {
-        return;
-    };
-    let mut objects = HashMap::new();
-    for item in list.items {
-        let labels = item.metadata.labels.unwrap_or_default();
-        objects.insert(
+    )
+}
+
+/// Records every version of every Widget the provider stores, from its
+/// own watch, for as long as the fuzz runs.
+async fn record(shared: Arc<Shared>) {
+    use futures::StreamExt;
+    use kube::api::{WatchEvent, WatchParams};
+    let api = widgets(&shared.provider);
+    let remember = |object: &kube::api::DynamicObject| {
+        let labels = object.metadata.labels.clone().unwrap_or_default();
+        shared.history.lock().unwrap().versions.insert(
             (
-                item.metadata.namespace.unwrap_or_default(),
-                item.metadata.name.unwrap_or_default(),
+                object.metadata.namespace.clone().unwrap_or_default(),
+                object.metadata.name.clone().unwrap_or_default(),
+                object.metadata.resource_version.clone().unwrap_or_default(),
             ),
             (
                 labels.get("bindery.dev/consumer").cloned(),
                 labels.get("bindery.dev/export").cloned(),
             ),
         );
+    };
+    let mut version = String::new();
+    loop {
+        if version.is_empty() {
+            match api.list(&Default::default()).await {
+                Ok(list) => {
+                    list.items.iter().for_each(&remember);
+                    version = list.metadata.resource_version.unwrap_or_default();
+                }
+                Err(_) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                    continue;
+                }
+            }
+        }
+        let params = WatchParams::default().timeout(290);
+        let Ok(stream) = api.watch(&params, &version).await else {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            continue;
+        };
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o)) => {
+                    remember(&o);
+                    version = o.metadata.resource_version.clone().unwrap_or_default();
+                }
+                Ok(WatchEvent::Bookmark(b)) => version = b.metadata.resource_version,
+                // Too old: versions in between are lost, and say so.
+                Ok(WatchEvent::Error(e)) => {
+                    eprintln!("fuzz: the provider's watch ended: {e:?}");
+                    version.clear();
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
     }
-    shared.snapshot.lock().await.objects = objects;
+}
+
+/// Lists the provider's consumer namespaces (ammunition, and tokens no
+/// answer may show).
+async fn refresh(shared: &Shared) {
     let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
         kube::Api::all(shared.provider.clone());
     if let Ok(list) = namespaces.list(&Default::default()).await {

@@ -15,8 +15,9 @@ use std::collections::HashMap;
 pub enum Owner {
     /// One consumer (its id).
     Consumer(String),
-    /// Every consumer of the export: objects say whose they are.
-    Everyone,
+    /// Every consumer of one export (their ids): objects say whose they
+    /// are, and no other export's consumer's may show.
+    Export(Vec<String>),
 }
 
 /// Every version of every object the provider has stored since the fuzz
@@ -156,7 +157,7 @@ pub fn leaks(
     for (i, text) in texts.iter().enumerate() {
         // The wildcard door marks objects with an annotation by design:
         // its raw bytes are checked decoded, without it.
-        if i == 0 && *owner == Owner::Everyone {
+        if i == 0 && matches!(owner, Owner::Export(_)) {
             continue;
         }
         for token in forbidden {
@@ -198,8 +199,14 @@ fn strip(value: &mut Value) {
 pub fn home(world: &World, owner: &Owner, shown: &Shown) -> Result<(String, String), String> {
     let consumer = match owner {
         Owner::Consumer(consumer) => consumer.clone(),
-        Owner::Everyone => match &shown.annotation {
-            Some(consumer) => consumer.clone(),
+        Owner::Export(consumers) => match &shown.annotation {
+            Some(consumer) if consumers.contains(consumer) => consumer.clone(),
+            Some(consumer) => {
+                return Err(format!(
+                    "{}/{} is another export's consumer's ({consumer})",
+                    shown.namespace, shown.name
+                ));
+            }
             None => return Err(format!("{}/{} carries no consumer", shown.namespace, shown.name)),
         },
     };

@@ -1,8 +1,9 @@
 //! The hostile differential fuzz (issue 20): a seeded generator sends
-//! thousands of hostile requests from two consumers with exports of one
-//! resource, through the consumer endpoint, an app cluster's aggregation
-//! path and the virtual workspace (one consumer's path and `*`), over
-//! HTTP/1.1 and HTTP/2, in JSON, YAML, protobuf and Table forms. Every
+//! thousands of hostile requests from three consumers (two direct, one an
+//! app cluster bound with `bindery bind`) with two exports of one resource,
+//! through the consumer endpoint, an app cluster's aggregation path and the
+//! virtual workspace (one consumer's path and `*`), over HTTP/1.1 and
+//! HTTP/2, in JSON, YAML, protobuf and Table forms. Every
 //! answer and watch event is checked: no provider namespace, cluster
 //! namespace, reserved label, identity value or provider account; no
 //! object that is not the door's consumer's own as the provider stores it;
@@ -38,6 +39,9 @@ use std::sync::{Arc, Mutex};
 const GROUP: &str = "conformance.bindery.dev";
 const CRD: &str = "widgets.conformance.bindery.dev";
 const EXPORT: &str = "fuzz-widgets";
+/// The second export of the same resource (consumer fuzz-b's): the
+/// workspace of the first must never show its objects.
+const OTHER_EXPORT: &str = "fuzz-gadgets";
 const PREFIX: &str = "kube-bind-";
 const NAMESPACES: &[&str] = &["default", "team", "other"];
 const DEFAULT_SEED: u64 = 20_261_125;
@@ -138,12 +142,14 @@ async fn run(seed: u64, total: usize) -> Findings {
         let _ = reference.kubectl_output(&["create", "namespace", ns], None);
     }
     let a = bindery::bindery().consumer("fuzz-a", CRD, EXPORT);
-    let b = bindery::bindery().consumer("fuzz-b", CRD, EXPORT);
+    let b = bindery::bindery().consumer("fuzz-b", CRD, OTHER_EXPORT);
     let c = bind_app_cluster();
     let consumers = vec![a.id.clone(), b.id.clone(), c.clone()];
+    let exports = [EXPORT, OTHER_EXPORT, EXPORT];
     let identities: HashMap<String, String> = consumers
         .iter()
-        .map(|id| (id.clone(), identity_label(&format!("{PREFIX}{id}"))))
+        .zip(exports)
+        .map(|(id, export)| (id.clone(), identity_label(&format!("{PREFIX}{id}"), export)))
         .collect();
     let world = World {
         consumers: consumers.clone(),
@@ -248,7 +254,7 @@ async fn run(seed: u64, total: usize) -> Findings {
             10,
             Door {
                 name: "workspace *",
-                owner: Owner::Everyone,
+                owner: Owner::Export(vec![a.id.clone(), c.clone()]),
                 base: format!("/services/export/{EXPORT}/clusters/*"),
                 clients: pair(&bindery_url, &serving_ca, &controller),
                 reference: None,
@@ -621,7 +627,7 @@ fn plant(shared: &Shared, consumers: &[String]) {
 }
 
 /// The identity label value of the export in `cluster_namespace`.
-fn identity_label(cluster_namespace: &str) -> String {
+fn identity_label(cluster_namespace: &str, export: &str) -> String {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         let hash = clusters().provider.kubectl(&[
@@ -629,7 +635,7 @@ fn identity_label(cluster_namespace: &str) -> String {
             cluster_namespace,
             "get",
             "apiserviceexport",
-            EXPORT,
+            export,
             "-o",
             "jsonpath={.status.identityHash}",
         ]);

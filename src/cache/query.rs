@@ -9,17 +9,18 @@
 //!   and the pages after a continue token (exactly at the token's version);
 //! - watches from `0`, from a given version, and watch-lists
 //!   (`sendInitialEvents`) not older than a version;
-//! - with label selectors it parses and field selectors on
-//!   `metadata.name`/`metadata.namespace`.
+//! - with any label selector, and field selectors on
+//!   `metadata.name`/`metadata.namespace`, both read as kube-apiserver reads
+//!   them ([`crate::wire::selector`]).
 //!
 //! Anything else, including every malformed selector, token or version,
 //! goes to the provider, which gives the exact answer or error. Continue tokens are kube-apiserver's own format, so
 //! that a page the cache cannot serve any more can be asked of the provider
 //! with the same token. Pure.
 
+use crate::wire::selector;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use kube::core::Expression;
 use std::collections::BTreeSet;
 
 /// What a list or watch selects: labels and metadata fields.
@@ -29,21 +30,15 @@ pub struct Selection {
     pub fields: Vec<FieldTerm>,
 }
 
-/// A label selector: every requirement must hold.
+/// A label selector, as kube-apiserver reads it: every requirement must
+/// hold.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct LabelSelector(Vec<Expression>);
+pub struct LabelSelector(selector::LabelSelector);
 
 impl LabelSelector {
     /// Whether `labels` meet every requirement, as kube-apiserver decides.
     pub fn matches(&self, labels: &Labels) -> bool {
-        self.0.iter().all(|requirement| match requirement {
-            Expression::Equal(key, value) => labels.get(key) == Some(value.as_str()),
-            Expression::NotEqual(key, value) => labels.get(key) != Some(value.as_str()),
-            Expression::In(key, values) => labels.get(key).is_some_and(|v| values.contains(v)),
-            Expression::NotIn(key, values) => !labels.get(key).is_some_and(|v| values.contains(v)),
-            Expression::Exists(key) => labels.get(key).is_some(),
-            Expression::DoesNotExist(key) => labels.get(key).is_none(),
-        })
+        self.0.matches_with(|key| labels.get(key))
     }
 
     pub fn selects_all(&self) -> bool {
@@ -280,7 +275,8 @@ impl CacheableList {
 
 impl Selection {
     /// The selection of a query's `labelSelector` and `fieldSelector`, or
-    /// `None` when either is not sure to parse as kube-apiserver's.
+    /// `None` when kube-apiserver refuses either, or the field selector
+    /// names a field other than `metadata.name` and `metadata.namespace`.
     pub fn of(labels: Option<&str>, fields: Option<&str>) -> Option<Self> {
         Some(Self {
             labels: parse_label_selector(labels.unwrap_or(""))?,
@@ -358,140 +354,31 @@ impl ContinueToken {
     }
 }
 
-/// kube-apiserver's label selector syntax, or `None` for anything this
-/// parser is not sure of.
-pub fn parse_label_selector(selector: &str) -> Option<LabelSelector> {
-    let mut expressions = Vec::new();
-    for requirement in split_requirements(selector)? {
-        let requirement = requirement.trim();
-        if requirement.is_empty() {
-            return None;
-        }
-        expressions.push(parse_requirement(requirement)?);
-    }
-    Some(LabelSelector(expressions))
+/// A label selector as kube-apiserver reads it ([`selector::parse_label_selector`]),
+/// or `None` for one it refuses (the provider then gives its error).
+pub fn parse_label_selector(text: &str) -> Option<LabelSelector> {
+    selector::parse_label_selector(text).ok().map(LabelSelector)
 }
 
-/// Splits on commas outside parentheses; `None` for unbalanced ones.
-fn split_requirements(selector: &str) -> Option<Vec<&str>> {
-    if selector.trim().is_empty() {
-        return Some(Vec::new());
-    }
-    let (mut depth, mut start, mut parts) = (0usize, 0usize, Vec::new());
-    for (i, c) in selector.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth = depth.checked_sub(1)?,
-            ',' if depth == 0 => {
-                parts.push(&selector[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    if depth != 0 {
-        return None;
-    }
-    parts.push(&selector[start..]);
-    Some(parts)
-}
-
-fn parse_requirement(requirement: &str) -> Option<Expression> {
-    if let Some(key) = requirement.strip_prefix('!') {
-        return Some(Expression::DoesNotExist(key_of(key.trim())?));
-    }
-    for (operator, equal) in [("!=", false), ("==", true), ("=", true)] {
-        if let Some((key, value)) = requirement.split_once(operator) {
-            let (key, value) = (key_of(key.trim())?, value_of(value.trim())?);
-            return Some(if equal {
-                Expression::Equal(key, value)
-            } else {
-                Expression::NotEqual(key, value)
-            });
-        }
-    }
-    for (operator, inclusive) in [(" notin ", false), (" in ", true)] {
-        if let Some((key, set)) = requirement.split_once(operator) {
-            let key = key_of(key.trim())?;
-            let set = set.trim().strip_prefix('(')?.strip_suffix(')')?;
-            let values: BTreeSet<String> = set
-                .split(',')
-                .map(|v| value_of(v.trim()))
-                .collect::<Option<_>>()?;
-            return Some(if inclusive {
-                Expression::In(key, values)
-            } else {
-                Expression::NotIn(key, values)
-            });
-        }
-    }
-    Some(Expression::Exists(key_of(requirement)?))
-}
-
-/// A label key: optional DNS prefix and `/`, then a name of
-/// alphanumerics, `-`, `_`, `.`, beginning and ending alphanumeric.
-fn key_of(key: &str) -> Option<String> {
-    let name = match key.rsplit_once('/') {
-        Some((prefix, name)) => {
-            let valid_prefix = !prefix.is_empty()
-                && prefix.len() <= 253
-                && prefix.split('.').all(crate::route::is_dns_label);
-            if !valid_prefix {
-                return None;
-            }
-            name
-        }
-        None => key,
-    };
-    (!name.is_empty() && is_label_value(name)).then(|| key.to_string())
-}
-
-/// A label value: empty, or up to 63 of alphanumerics, `-`, `_`, `.`,
-/// beginning and ending alphanumeric.
-fn value_of(value: &str) -> Option<String> {
-    is_label_value(value).then(|| value.to_string())
-}
-
-fn is_label_value(value: &str) -> bool {
-    let bytes = value.as_bytes();
-    value.is_empty()
-        || (bytes.len() <= 63
-            && bytes[0].is_ascii_alphanumeric()
-            && bytes[bytes.len() - 1].is_ascii_alphanumeric()
-            && bytes
-                .iter()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')))
-}
-
-/// `metadata.name`/`metadata.namespace` terms (`=`, `==`, `!=`), or `None`.
-fn parse_field_selector(selector: &str) -> Option<Vec<FieldTerm>> {
-    if selector.trim().is_empty() {
-        return Some(Vec::new());
-    }
-    selector
-        .split(',')
+/// A field selector as kube-apiserver reads it
+/// ([`selector::parse_field_selector`]), if all its terms are on
+/// `metadata.name` or `metadata.namespace` (keys as written: kube-apiserver
+/// does not trim them); `None` otherwise, or for one it refuses.
+fn parse_field_selector(text: &str) -> Option<Vec<FieldTerm>> {
+    selector::parse_field_selector(text)
+        .ok()?
+        .terms()
+        .iter()
         .map(|term| {
-            let (field, value, equal) = if let Some((f, v)) = term.split_once("!=") {
-                (f, v, false)
-            } else if let Some((f, v)) = term.split_once("==") {
-                (f, v, true)
-            } else {
-                let (f, v) = term.split_once('=')?;
-                (f, v, true)
-            };
-            let field = match field.trim() {
+            let field = match term.key.as_str() {
                 "metadata.name" => MetadataField::Name,
                 "metadata.namespace" => MetadataField::Namespace,
                 _ => return None,
             };
-            let value = value.trim();
-            if value.contains(['=', '!', '\\']) {
-                return None;
-            }
             Some(FieldTerm {
                 field,
-                value: value.to_string(),
-                equal,
+                value: term.value.clone(),
+                equal: term.operator.is_equal(),
             })
         })
         .collect()
@@ -707,7 +594,7 @@ mod tests {
     }
 
     #[test]
-    fn selectors_it_is_unsure_of_go_to_the_provider() {
+    fn selectors_kube_apiserver_refuses_go_to_the_provider() {
         for selector in [
             "app=(db",
             "app in db",
@@ -719,13 +606,52 @@ mod tests {
             "app in ()x",
             "app=d b",
             "/app=db",
-            "app>1",
         ] {
             assert_eq!(parse_label_selector(selector), None, "{selector:?}");
         }
-        for fields in ["spec.x=1", "metadata.name", "metadata.name=a=b"] {
+        for fields in [
+            "spec.x=1",
+            "metadata.name",
+            "metadata.name=a=b",
+            // kube-apiserver does not trim keys: another field.
+            " metadata.name=a",
+        ] {
             assert_eq!(parse_field_selector(fields), None, "{fields:?}");
         }
+    }
+
+    /// Selectors the cache used to leave to the provider, now read as
+    /// kube-apiserver reads them.
+    #[test]
+    fn selectors_are_read_exactly() {
+        let gt = parse_label_selector("app>1").unwrap();
+        assert!(gt.matches(&labels(&[("app", "2")])));
+        assert!(!gt.matches(&labels(&[("app", "1")])));
+        assert!(!gt.matches(&labels(&[("app", "x")])));
+        let lt = parse_label_selector("app < 10").unwrap();
+        assert!(lt.matches(&labels(&[("app", "-3")])));
+        let fields = Selection::of(None, Some("metadata.name=a\\,b!,metadata.name=,=")).unwrap();
+        assert_eq!(
+            fields.fields,
+            [
+                FieldTerm {
+                    field: MetadataField::Name,
+                    value: String::new(),
+                    equal: true
+                },
+                FieldTerm {
+                    field: MetadataField::Name,
+                    value: "a,b!".into(),
+                    equal: true
+                },
+            ],
+            "escapes undone, a term with no key and no value dropped"
+        );
+        assert_eq!(
+            parse_field_selector("metadata.namespace= x ").unwrap()[0].value,
+            " x ",
+            "values are not trimmed"
+        );
     }
 
     #[test]
@@ -848,7 +774,20 @@ mod tests {
                 .collect::<Vec<_>>()
                 .join(",");
             let ours = parse_label_selector(&selector).expect("a selector this parser reads");
-            let kubes = Selector::from_iter(ours.0.clone());
+            let kubes = Selector::from_iter(ours.0.requirements().iter().map(|r| {
+                use kube::core::Expression;
+                use selector::Operator::*;
+                let (key, values) = (r.key().to_string(), r.values());
+                match r.operator() {
+                    Equals | DoubleEquals => Expression::Equal(key, values[0].clone()),
+                    NotEquals => Expression::NotEqual(key, values[0].clone()),
+                    In => Expression::In(key, values.iter().cloned().collect()),
+                    NotIn => Expression::NotIn(key, values.iter().cloned().collect()),
+                    Exists => Expression::Exists(key),
+                    DoesNotExist => Expression::DoesNotExist(key),
+                    GreaterThan | LessThan => unreachable!("not generated"),
+                }
+            }));
             let labels: Labels = on.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
             prop_assert_eq!(ours.matches(&labels), kubes.matches(&on), "{} on {:?}", selector, on);
         }

@@ -9,5 +9,6 @@ pub mod json;
 pub mod patch;
 pub mod protobuf;
 pub mod query;
+pub mod selector;
 pub mod validate;
 pub mod yaml;

@@ -513,7 +513,7 @@ impl Context<'_> {
                 "application/vnd.kubernetes.protobuf".into(),
             ),
             6 => (
-                json[..json.len() / 2].as_bytes().to_vec(),
+                json.as_bytes()[..json.len() / 2].to_vec(),
                 "application/json".into(),
             ),
             7 => (b"null".to_vec(), "application/json".into()),

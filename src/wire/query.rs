@@ -14,6 +14,7 @@
 //!   `watch=yes`, `watch=2` and a bare `watch` are watches;
 //! - an integer is Go's `strconv.ParseInt(v, 10, 64)`, so `limit=` is a 400.
 
+use super::selector;
 use crate::status::ApiError;
 
 /// A query as Go's `url.ParseQuery` reads it, pairs in order.
@@ -292,18 +293,30 @@ pub struct ListOptions {
 
 impl ListOptions {
     /// Reads the parameters in the order kube-apiserver's conversion does,
-    /// so the first bad one is the one it names.
+    /// so the first bad one is the one it names: the numbers (url values to
+    /// `v1.ListOptions`), then the label and field selectors (`v1` to the
+    /// internal `ListOptions`). The selectors are kept as kube-apiserver
+    /// writes them again once parsed, so what is forwarded is what bindery
+    /// read, not what the caller sent.
     pub fn parse(query: &Query) -> Result<Self, ApiError> {
         let text = |key| query.first(key).unwrap_or_default().to_string();
+        let timeout_seconds = query.first("timeoutSeconds").map(go_int64).transpose()?;
+        let limit = query.first("limit").map(go_int64).transpose()?.unwrap_or(0);
+        let label_selector = selector::parse_label_selector(&text("labelSelector"))
+            .map_err(ApiError::bad_request)?
+            .encode();
+        let field_selector = selector::parse_field_selector(&text("fieldSelector"))
+            .map_err(ApiError::bad_request)?
+            .encode();
         Ok(Self {
-            label_selector: text("labelSelector"),
-            field_selector: text("fieldSelector"),
+            label_selector,
+            field_selector,
             watch: query.first("watch").is_some_and(go_bool),
             allow_watch_bookmarks: query.first("allowWatchBookmarks").is_some_and(go_bool),
             resource_version: text("resourceVersion"),
             resource_version_match: text("resourceVersionMatch"),
-            timeout_seconds: query.first("timeoutSeconds").map(go_int64).transpose()?,
-            limit: query.first("limit").map(go_int64).transpose()?.unwrap_or(0),
+            timeout_seconds,
+            limit,
             continue_token: text("continue"),
             send_initial_events: query.first("sendInitialEvents").map(go_bool),
         })
@@ -608,6 +621,34 @@ mod tests {
             error.message, r#"strconv.ParseInt: parsing "x": invalid syntax"#,
             "timeoutSeconds is converted before limit"
         );
+    }
+
+    #[test]
+    fn selectors_are_read_after_the_numbers_and_forwarded_as_read() {
+        let error = ListOptions::parse(&query("labelSelector=%2C&limit=x")).unwrap_err();
+        assert_eq!(
+            error.message, r#"strconv.ParseInt: parsing "x": invalid syntax"#,
+            "numbers are converted before selectors"
+        );
+        let error = ListOptions::parse(&query("fieldSelector=a&labelSelector=%2C")).unwrap_err();
+        assert_eq!(
+            (error.code, error.message.as_str()),
+            (
+                400,
+                "found ',', expected: !, identifier, or 'end of string'"
+            ),
+            "the label selector is read before the field selector"
+        );
+        let error = ListOptions::parse(&query("fieldSelector=a")).unwrap_err();
+        assert_eq!(error.message, "invalid selector: 'a'; can't understand 'a'");
+        // A NUL where a token starts ends a label selector: the rest is
+        // never forwarded.
+        let options = ListOptions::parse(&query(
+            "labelSelector=a%3Db%20%00junk(&fieldSelector=x%3D%3Dy",
+        ))
+        .unwrap();
+        assert_eq!(options.label_selector, "a=b");
+        assert_eq!(options.field_selector, "x=y");
     }
 
     #[test]

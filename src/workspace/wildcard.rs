@@ -216,7 +216,9 @@ fn provider_uri(
         .list_options()
         .cloned()
         .ok_or_else(|| ApiError::internal("a list without list options"))?;
-    if options.field_selector.contains("metadata.namespace") {
+    let names_a_namespace = crate::wire::selector::parse_field_selector(&options.field_selector)
+        .is_ok_and(|fields| fields.terms().iter().any(|t| t.key == "metadata.namespace"));
+    if names_a_namespace {
         return Err(ApiError::bad_request(
             "metadata.namespace names a namespace of one consumer: select it at clusters/<consumer>/",
         ));

@@ -207,7 +207,12 @@ pub fn home(world: &World, owner: &Owner, shown: &Shown) -> Result<(String, Stri
                     shown.namespace, shown.name
                 ));
             }
-            None => return Err(format!("{}/{} carries no consumer", shown.namespace, shown.name)),
+            None => {
+                return Err(format!(
+                    "{}/{} carries no consumer",
+                    shown.namespace, shown.name
+                ));
+            }
         },
     };
     let namespace = format!("{}{consumer}-{}", world.prefix, shown.namespace);
@@ -216,8 +221,7 @@ pub fn home(world: &World, owner: &Owner, shown: &Shown) -> Result<(String, Stri
 
 /// Whether `identity` is `consumer`'s own.
 pub fn owned(world: &World, consumer: &str, identity: &Identity) -> bool {
-    identity.0.as_deref() == Some(consumer)
-        && identity.1.as_ref() == world.identities.get(consumer)
+    identity.0.as_deref() == Some(consumer) && identity.1.as_ref() == world.identities.get(consumer)
 }
 
 /// Stored versions whose identity is not their namespace's consumer's.

@@ -8,8 +8,7 @@
 //! serving side's [`Registrations`] and the listener's trusted CAs in step
 //! with them.
 
-use crate::auth::front_proxy::{Registration, Registrations};
-use crate::auth::service_account::TokenIssuer;
+use crate::auth::registrations::{Registration, Registrations, TokenIssuer};
 use crate::auth::trust::{CaVerifier, DynamicClientVerifier, parse_pem_bundle};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;

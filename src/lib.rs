@@ -7,6 +7,7 @@
 
 pub mod aggregation;
 pub mod api;
+pub mod app;
 pub mod app_cluster;
 pub mod auth;
 pub mod authz;
@@ -17,9 +18,11 @@ pub mod certs;
 pub mod controllers;
 pub mod discovery;
 pub mod documents;
+pub mod expiring;
 pub mod forward;
 pub mod kubeconfig;
 pub mod proxy;
+pub mod request_body;
 pub mod route;
 pub mod router;
 pub mod schema_compat;

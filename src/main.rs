@@ -193,6 +193,11 @@ struct ServeArgs {
     /// ServiceAccounts and on the user extra `bindery.dev/export`.
     #[arg(long, env = "BINDERY_IMPERSONATE", default_value_t = true, action = clap::ArgAction::Set)]
     impersonate: bool,
+    /// How long a request's body may take to arrive once bindery reads it (seconds), as
+    /// kube-apiserver bounds a request at 60; slower bodies get 504 Timeout
+    /// (`BINDERY_REQUEST_BODY_TIMEOUT`).
+    #[arg(long, env = "BINDERY_REQUEST_BODY_TIMEOUT", default_value_t = bindery::request_body::DEFAULT_TIMEOUT.as_secs())]
+    request_body_timeout: u64,
     #[command(flatten)]
     lease: LeaseArgs,
 }
@@ -361,6 +366,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         token_key: args.continue_token_secret,
         idle_connection_timeout: std::time::Duration::from_secs(args.idle_connection_timeout),
         impersonate: args.impersonate,
+        request_body_timeout: std::time::Duration::from_secs(args.request_body_timeout),
     }))
 }
 

@@ -57,7 +57,7 @@ pub enum Endpoint {
     /// `/healthz`, `/livez`, `/readyz` of bindery itself.
     Health,
     /// `/bind/...`: the binding API and page (`crate::bind`), with the
-    /// segments after `bind`. Binders authenticate there themselves.
+    /// segments after `bind` (routes in `crate::bind::routes`).
     Bind(Vec<String>),
     /// Anything else.
     Unknown,

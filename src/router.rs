@@ -1,38 +1,22 @@
-//! Dispatch: after authentication, a request goes to health, version,
-//! discovery/OpenAPI or the resource proxy, for the consumer's view.
+//! Dispatch: after the layers have authenticated and authorized the
+//! caller, a request's body is read ([`crate::request_body`]) and it goes to
+//! health, version, discovery/OpenAPI or the resource proxy for the
+//! consumer's view, to the virtual workspace, or to `/bind`.
 
-use crate::auth::User;
-use crate::auth::front_proxy::Registrations;
-use crate::authz::Authorizer;
-use crate::authz::attributes::{Attributes, RequestUser};
-use crate::catalog::watch::SharedCatalog;
-use crate::proxy::{Proxy, error, full};
-use crate::route::{ApiPath, Endpoint, Verb, parse};
+use crate::app::App;
+use crate::auth::{ProviderUser, User};
+use crate::bind::routes::BindRoute;
+use crate::proxy::{error, full};
+use crate::route::{ApiPath, Endpoint, parse};
 use crate::status::ApiError;
 use crate::upstream::BoxBody;
+use crate::workspace::target::Target;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use http::{Request, Response};
-use http_body_util::{BodyExt, Limited};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-
-/// kube-apiserver's limit on request bodies.
-pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
-
-/// Everything requests are served from.
-pub struct App {
-    pub catalog: SharedCatalog,
-    pub proxy: Proxy,
-    /// The registered app clusters, whose users are authorized by them.
-    pub registrations: Registrations,
-    pub authorizer: Authorizer,
-    /// The provider's `/version`, answered as bindery's own.
-    pub version: serde_json::Value,
-    /// The `/bind` endpoints.
-    pub bind: crate::bind::server::BindService,
-}
 
 #[derive(Clone)]
 pub struct Router {
@@ -74,33 +58,34 @@ where
         .extensions
         .remove::<Endpoint>()
         .unwrap_or_else(|| parse(parts.uri.path()));
+    let read = async |body: B, limit: usize| {
+        crate::request_body::read(body, limit, app.body_timeout).await
+    };
     let path = match endpoint {
         Endpoint::Health => return health(&app),
         Endpoint::Unknown => return error(&ApiError::page_not_found()),
         Endpoint::Bind(segments) => {
-            return match read_body(body).await {
-                Ok(body) => {
-                    let caller = crate::bind::binder::Caller {
-                        headers: &parts.headers,
-                        peer: parts.extensions.get(),
-                    };
-                    app.bind
-                        .serve(&parts.method, &caller, &segments, body)
-                        .await
-                }
-                Err(too_large) => error(&too_large),
+            let route = parts
+                .extensions
+                .remove::<BindRoute>()
+                .unwrap_or_else(|| BindRoute::of(&parts.method, &segments));
+            let binder = parts.extensions.get::<ProviderUser>().map(|u| &u.0);
+            return match read(body, route.body_limit()).await {
+                Ok(body) => app.bind.serve(&route, binder, body).await,
+                Err(refused) => error(&refused),
             };
         }
-        Endpoint::Workspace {
-            export,
-            consumer,
-            path,
-        } => {
-            return match read_body(body).await {
+        Endpoint::Workspace { consumer, path, .. } => {
+            // Resolved and authorized by the authorization layer.
+            let Some(target) = parts.extensions.remove::<Target>() else {
+                return error(&ApiError::unauthorized());
+            };
+            let limit = crate::request_body::MAX_BODY_BYTES;
+            return match read(body, limit).await {
                 Ok(body) => {
-                    crate::workspace::serve(&app, &export, consumer, path, parts, body).await
+                    crate::workspace::serve(&app, &target, consumer, path, parts, body).await
                 }
-                Err(too_large) => error(&too_large),
+                Err(refused) => error(&refused),
             };
         }
         Endpoint::Consumer { path, .. } | Endpoint::Aggregated { path } => path,
@@ -108,15 +93,10 @@ where
     let Some(user) = parts.extensions.get::<User>().cloned() else {
         return error(&ApiError::unauthorized());
     };
-    let body = match read_body(body).await {
+    let body = match read(body, crate::request_body::MAX_BODY_BYTES).await {
         Ok(body) => body,
-        Err(too_large) => return error(&too_large),
+        Err(refused) => return error(&refused),
     };
-    if user.via.is_app_cluster_user()
-        && let Err(denied) = authorize(&app, &user, &parts, &path).await
-    {
-        return error(&denied);
-    }
     // A resource request needs only its resource's binding.
     let view = app.catalog.read(|catalog| match &path {
         ApiPath::Resource(request) => {
@@ -141,59 +121,6 @@ where
         }
         _ => error(&ApiError::page_not_found()),
     }
-}
-
-/// The request body, up to kube-apiserver's limit.
-async fn read_body<B>(body: B) -> Result<Bytes, ApiError>
-where
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: std::error::Error + Send + Sync + 'static,
-{
-    match Limited::new(body, MAX_BODY_BYTES).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(_) => Err(ApiError {
-            code: 413,
-            reason: "RequestEntityTooLarge",
-            message: "the server has received too large a request body".into(),
-            details: None,
-            plain_text: false,
-        }),
-    }
-}
-
-/// An app cluster's user must be allowed by its app cluster, on the
-/// attributes kube-apiserver would check for a local CRD.
-async fn authorize(
-    app: &App,
-    user: &User,
-    parts: &http::request::Parts,
-    path: &ApiPath,
-) -> Result<(), ApiError> {
-    let ApiPath::Resource(request) = path else {
-        // Discovery and OpenAPI: every authenticated user may read them, as
-        // kube-apiserver's system:discovery role allows.
-        return Ok(());
-    };
-    let Some(verb) = Verb::of_query(&parts.method, request, parts.uri.query()) else {
-        return Ok(()); // Answered 405 by the proxy.
-    };
-    let registration = app
-        .registrations
-        .get(user.consumer.as_str())
-        .ok_or_else(|| ApiError::internal("the app cluster's registration is gone"))?;
-    let attributes = Attributes::of(
-        RequestUser {
-            name: user.name.clone(),
-            uid: user.uid.clone(),
-            groups: user.groups.clone(),
-            extra: user.extra.clone(),
-        },
-        verb,
-        request,
-    );
-    app.authorizer
-        .authorize(&registration.app, user.consumer.as_str(), &attributes)
-        .await
 }
 
 /// A consumer namespace bindery has a provider namespace for, as the

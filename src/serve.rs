@@ -1,16 +1,19 @@
 //! `bindery serve`: connect to the provider, start the catalog watches, and
 //! run the server until SIGTERM or Ctrl-C.
 
-use crate::auth::Authenticator;
+use crate::app::App;
 use crate::auth::client_cert::ConsumerCertificates;
-use crate::auth::front_proxy::{FrontProxy, Registrations};
+use crate::auth::front_proxy::FrontProxy;
+use crate::auth::provider::ProviderUsers;
+use crate::auth::registrations::Registrations;
 use crate::auth::service_account::ServiceAccountTokens;
+use crate::auth::token_review::TokenReviews;
 use crate::auth::trust::{CaVerifier, DynamicClientVerifier, parse_pem_bundle};
 use crate::cache::CachedUpstream;
 use crate::catalog;
 use crate::proxy::Proxy;
 use crate::proxy::namespaces::NamespaceProvisioner;
-use crate::router::App;
+use crate::server::authn::Authentication;
 use crate::translate::continue_token::ContinueTokens;
 use crate::upstream::ProviderUpstream;
 use anyhow::{Context, Result};
@@ -34,6 +37,8 @@ pub struct Options {
     pub idle_connection_timeout: std::time::Duration,
     /// Make consumers' requests as their own provider-side accounts.
     pub impersonate: bool,
+    /// How long a request body may take to arrive ([`crate::request_body`]).
+    pub request_body_timeout: std::time::Duration,
 }
 
 pub async fn run(options: Options) -> Result<()> {
@@ -53,7 +58,7 @@ pub async fn run(options: Options) -> Result<()> {
     let consumer_ca_pem = std::fs::read(pki.consumer_ca()).context("reading the consumer CA")?;
     let mut base_roots = parse_pem_bundle(&consumer_ca_pem).map_err(anyhow::Error::msg)?;
     // And the provider's client CA, for binders who show a provider certificate.
-    let provider_client_ca = match crate::bind::binder::provider_client_ca(&client).await {
+    let provider_client_ca = match crate::auth::provider::provider_client_ca(&client).await {
         Ok(Some(pem)) => {
             base_roots.extend(parse_pem_bundle(pem.as_bytes()).map_err(anyhow::Error::msg)?);
             Some(CaVerifier::from_pem(pem.as_bytes()).map_err(anyhow::Error::msg)?)
@@ -81,6 +86,8 @@ pub async fn run(options: Options) -> Result<()> {
     let catalog = catalog::watch::start(client.clone(), &options.cluster_namespace_prefix);
     let (stop_tx, stop_rx) = signal::channel(false);
     let provider = client.clone();
+    let authorizer = Arc::new(crate::authz::Authorizer::new(Default::default()));
+    let sessions = crate::bind::sessions::Sessions::default();
     let app = Arc::new(App {
         catalog: catalog.clone(),
         proxy: Proxy {
@@ -102,15 +109,16 @@ pub async fn run(options: Options) -> Result<()> {
         },
         version: serde_json::to_value(&version).context("encoding the provider's version")?,
         registrations: registrations.clone(),
-        authorizer: crate::authz::Authorizer::new(Default::default()),
+        authorizer: authorizer.clone(),
         bind: crate::bind::server::BindService {
             provider: provider.clone(),
             prefix: options.cluster_namespace_prefix.clone(),
             serving_ca: std::fs::read_to_string(pki.serving_ca())
                 .context("reading the serving CA")?,
-            sessions: Default::default(),
-            provider_client_ca,
+            sessions: sessions.clone(),
+            authorizer,
         },
+        body_timeout: options.request_body_timeout,
     });
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
@@ -125,23 +133,32 @@ pub async fn run(options: Options) -> Result<()> {
     catalog.wait_synced().await;
     println!("bindery listening on https://{address}");
     tracing::info!(%address, "serving");
-    let authenticators: Vec<Box<dyn Authenticator>> = vec![
-        Box::new(ConsumerCertificates {
-            ca: CaVerifier::from_pem(&consumer_ca_pem).map_err(anyhow::Error::msg)?,
-        }),
-        Box::new(FrontProxy {
-            registrations: registrations.clone(),
-        }),
-        Box::new(ServiceAccountTokens {
-            registrations: registrations.clone(),
-        }),
-    ];
+    let authentication = Authentication {
+        consumers: vec![
+            Box::new(ConsumerCertificates {
+                ca: CaVerifier::from_pem(&consumer_ca_pem).map_err(anyhow::Error::msg)?,
+            }),
+            Box::new(FrontProxy {
+                registrations: registrations.clone(),
+            }),
+            Box::new(ServiceAccountTokens {
+                registrations: registrations.clone(),
+                reviews: TokenReviews::default(),
+            }),
+        ],
+        provider: ProviderUsers {
+            provider,
+            client_ca: provider_client_ca,
+            reviews: TokenReviews::default(),
+        },
+        sessions,
+    };
     let shutdown = async move {
         wait_for_signal().await;
         let _ = stop_tx.send(true);
     };
     let idle_timeout = options.idle_connection_timeout;
-    crate::server::run(app, tls, authenticators, listener, idle_timeout, shutdown).await;
+    crate::server::run(app, tls, authentication, listener, idle_timeout, shutdown).await;
     Ok(())
 }
 

@@ -156,6 +156,18 @@ impl ApiError {
         .with_details(json!({"causes": [{"message": "bindery could not complete the request"}]}))
     }
 
+    /// kube-apiserver's `504 Timeout` for a request that did not complete
+    /// in time (its `WithTimeoutForNonLongRunningRequests` filter):
+    /// `NewTimeoutError` with no retry time, so empty details.
+    pub fn timeout() -> Self {
+        Self::new(
+            504,
+            "Timeout",
+            "Timeout: request did not complete within the allotted timeout",
+        )
+        .with_details(json!({}))
+    }
+
     /// `503 ServiceUnavailable`.
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(503, "ServiceUnavailable", message)

@@ -4,7 +4,7 @@
 //! read: `X-Remote-*` from such a client means nothing.
 
 use super::trust::CaVerifier;
-use super::{Authenticator, PeerCertificate, User, Via};
+use super::{Authenticator, Outcome, PeerCertificate, Refusal, RequestUser, User, Via};
 use crate::route::ConsumerId;
 
 /// The organization consumer certificates carry.
@@ -21,23 +21,27 @@ impl Authenticator for ConsumerCertificates {
         consumer: &ConsumerId,
         peer: Option<&PeerCertificate>,
         _headers: &http::HeaderMap,
-    ) -> Option<User> {
-        let peer = peer?;
+    ) -> Outcome {
+        let Some(peer) = peer else {
+            return Outcome::NotMine;
+        };
+        if !self.ca.verifies(&peer.der) {
+            return Outcome::NotMine;
+        }
         let is_consumer_cert = peer
             .organizations
             .iter()
             .any(|o| o == CONSUMER_ORGANIZATION);
-        let accepted = is_consumer_cert
-            && peer.common_name == consumer.as_str()
-            && self.ca.verifies(&peer.der);
-        accepted.then(|| User {
+        if !is_consumer_cert || peer.common_name != consumer.as_str() {
+            return Outcome::Refused(Refusal::CertificateNotForConsumer);
+        }
+        let identity = RequestUser {
             name: format!("bindery:consumer:{consumer}"),
             uid: None,
             groups: vec![CONSUMER_ORGANIZATION.into(), "system:authenticated".into()],
             extra: Default::default(),
-            consumer: consumer.clone(),
-            via: Via::ConsumerCertificate,
-        })
+        };
+        Outcome::Accepted(User::new(identity, consumer, Via::ConsumerCertificate))
     }
 }
 
@@ -84,24 +88,28 @@ mod tests {
         let c1 = ConsumerId::parse("c1").unwrap();
         let mut headers = http::HeaderMap::new();
         headers.insert("x-remote-user", "system:admin".parse().unwrap());
-        let user = auth
-            .authenticate(&c1, Some(&issued(&ours, "c1")), &headers)
-            .expect("accepted");
+        let Outcome::Accepted(user) = auth.authenticate(&c1, Some(&issued(&ours, "c1")), &headers)
+        else {
+            panic!("c1's certificate is accepted");
+        };
         assert_eq!(user.name, "bindery:consumer:c1", "X-Remote-User is ignored");
         assert_eq!(user.via, Via::ConsumerCertificate);
-        assert!(
-            auth.authenticate(&c1, Some(&issued(&ours, "c2")), &headers)
-                .is_none()
+        assert_eq!(
+            auth.authenticate(&c1, Some(&issued(&ours, "c2")), &headers),
+            Outcome::Refused(Refusal::CertificateNotForConsumer)
         );
-        assert!(
-            auth.authenticate(&c1, Some(&issued(&theirs, "c1")), &headers)
-                .is_none(),
+        assert_eq!(
+            auth.authenticate(&c1, Some(&issued(&theirs, "c1")), &headers),
+            Outcome::NotMine,
             "another CA's certificate naming c1"
         );
         let mut wrong_org = issued(&ours, "c1");
         wrong_org.organizations = vec!["system:masters".into()];
-        assert!(auth.authenticate(&c1, Some(&wrong_org), &headers).is_none());
-        assert!(auth.authenticate(&c1, None, &headers).is_none());
+        assert_eq!(
+            auth.authenticate(&c1, Some(&wrong_org), &headers),
+            Outcome::Refused(Refusal::CertificateNotForConsumer)
+        );
+        assert_eq!(auth.authenticate(&c1, None, &headers), Outcome::NotMine);
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -6,69 +6,15 @@
 //! `X-Remote-Extra-*` read, the way kube-apiserver's requestheader
 //! authenticator reads them. From anyone else they mean nothing.
 
-use super::trust::CaVerifier;
-use super::{Authenticator, PeerCertificate, User, Via};
+use super::registrations::Registrations;
+use super::{Authenticator, Outcome, PeerCertificate, Refusal, RequestUser, User, Via};
 use crate::route::ConsumerId;
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, RwLock};
+use std::collections::BTreeMap;
 
 const USER_HEADER: &str = "x-remote-user";
 const UID_HEADER: &str = "x-remote-uid";
 const GROUP_HEADER: &str = "x-remote-group";
 const EXTRA_PREFIX: &str = "x-remote-extra-";
-
-/// What an app cluster registered with the provider: how to recognise its
-/// front proxy, and a client to ask it for authorization.
-pub struct Registration {
-    pub requestheader_ca: CaVerifier,
-    /// Common names the front proxy's certificate may have; empty: any.
-    pub allowed_names: Vec<String>,
-    pub app: kube::Client,
-    /// The app cluster's service-account token issuer, when registered.
-    pub token_issuer: Option<super::service_account::TokenIssuer>,
-}
-
-impl Registration {
-    /// Whether `peer` is this app cluster's front proxy: its certificate
-    /// chains to the requestheader CA and has an allowed name.
-    pub fn is_front_proxy(&self, peer: &PeerCertificate) -> bool {
-        self.requestheader_ca.verifies(&peer.der)
-            && (self.allowed_names.is_empty()
-                || self.allowed_names.iter().any(|n| n == &peer.common_name))
-    }
-}
-
-/// The registered app clusters, by consumer; filled by a watch.
-#[derive(Clone, Default)]
-pub struct Registrations {
-    by_consumer: Arc<RwLock<HashMap<String, Arc<Registration>>>>,
-}
-
-impl Registrations {
-    pub fn get(&self, consumer: &str) -> Option<Arc<Registration>> {
-        self.read().get(consumer).cloned()
-    }
-
-    pub fn replace(&self, all: HashMap<String, Arc<Registration>>) {
-        *self.by_consumer.write().unwrap_or_else(|e| e.into_inner()) = all;
-    }
-
-    /// The consumers whose registered front proxy `peer` is.
-    pub fn consumers_of(&self, peer: &PeerCertificate) -> Vec<ConsumerId> {
-        let mut found: Vec<ConsumerId> = self
-            .read()
-            .iter()
-            .filter(|(_, registration)| registration.is_front_proxy(peer))
-            .filter_map(|(consumer, _)| ConsumerId::parse(consumer))
-            .collect();
-        found.sort_by(|a, b| a.as_str().cmp(b.as_str()));
-        found
-    }
-
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<Registration>>> {
-        self.by_consumer.read().unwrap_or_else(|e| e.into_inner())
-    }
-}
 
 /// The authenticator of front-proxy requests.
 pub struct FrontProxy {
@@ -81,21 +27,23 @@ impl Authenticator for FrontProxy {
         consumer: &ConsumerId,
         peer: Option<&PeerCertificate>,
         headers: &http::HeaderMap,
-    ) -> Option<User> {
-        let peer = peer?;
-        let registration = self.registrations.get(consumer.as_str())?;
-        if !registration.is_front_proxy(peer) {
-            return None;
+    ) -> Outcome {
+        let Some(peer) = peer else {
+            return Outcome::NotMine;
+        };
+        let Some(registration) = self.registrations.get(consumer.as_str()) else {
+            return Outcome::NotMine;
+        };
+        if !registration.is_of_front_proxy_ca(peer) {
+            return Outcome::NotMine;
         }
-        let caller = from_headers(headers)?;
-        Some(User {
-            name: caller.name,
-            uid: caller.uid,
-            groups: caller.groups,
-            extra: caller.extra,
-            consumer: consumer.clone(),
-            via: Via::FrontProxy,
-        })
+        if !registration.allows_name(&peer.common_name) {
+            return Outcome::Refused(Refusal::NameNotAllowed);
+        }
+        match from_headers(headers) {
+            Some(identity) => Outcome::Accepted(User::new(identity, consumer, Via::FrontProxy)),
+            None => Outcome::Refused(Refusal::NoRemoteUser),
+        }
     }
 
     fn consumers_of(&self, peer: &PeerCertificate) -> Vec<ConsumerId> {
@@ -103,17 +51,9 @@ impl Authenticator for FrontProxy {
     }
 }
 
-/// The user the front proxy names in the headers. Pure.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Caller {
-    pub name: String,
-    pub uid: Option<String>,
-    pub groups: Vec<String>,
-    pub extra: BTreeMap<String, Vec<String>>,
-}
-
-/// Reads the requestheader headers; `None` without a user name.
-pub fn from_headers(headers: &http::HeaderMap) -> Option<Caller> {
+/// Reads the user the front proxy names in the requestheader headers;
+/// `None` without a user name. Pure.
+pub fn from_headers(headers: &http::HeaderMap) -> Option<RequestUser> {
     let text = |value: &http::HeaderValue| value.to_str().ok().map(str::to_string);
     let name = headers
         .get_all(USER_HEADER)
@@ -140,7 +80,7 @@ pub fn from_headers(headers: &http::HeaderMap) -> Option<Caller> {
             extra.entry(unescape(key)).or_default().push(value);
         }
     }
-    Some(Caller {
+    Some(RequestUser {
         name,
         uid,
         groups,
@@ -223,7 +163,11 @@ mod tests {
 
     #[test]
     fn only_the_registered_front_proxy_of_the_consumer_is_believed() {
+        use super::super::registrations::Registration;
+        use super::super::trust::CaVerifier;
         use rustls_pki_types::pem::PemObject;
+        use std::collections::HashMap;
+        use std::sync::Arc;
         let dir = std::env::temp_dir().join(format!("bindery-fp-{}", std::process::id()));
         // Two CAs standing in for two app clusters' front-proxy CAs.
         let ours = crate::certs::ensure_bindery(&dir.join("ours"), &[], &[]).unwrap();
@@ -254,27 +198,36 @@ mod tests {
         let c1 = ConsumerId::parse("c1").unwrap();
         let c2 = ConsumerId::parse("c2").unwrap();
         let asked = headers(&[("X-Remote-User", "alice"), ("X-Remote-Group", "devs")]);
-        let user = auth
-            .authenticate(&c1, Some(&leaf(&ours, "front-proxy-client")), &asked)
-            .expect("the registered front proxy");
+        let Outcome::Accepted(user) =
+            auth.authenticate(&c1, Some(&leaf(&ours, "front-proxy-client")), &asked)
+        else {
+            panic!("the registered front proxy is accepted");
+        };
         assert_eq!((user.name.as_str(), user.via), ("alice", Via::FrontProxy));
         assert_eq!(user.groups, ["devs"]);
-        assert!(
-            auth.authenticate(&c1, Some(&leaf(&theirs, "front-proxy-client")), &asked)
-                .is_none(),
+        assert_eq!(
+            auth.authenticate(&c1, Some(&leaf(&theirs, "front-proxy-client")), &asked),
+            Outcome::NotMine,
             "another app cluster's CA"
         );
-        assert!(
-            auth.authenticate(&c1, Some(&leaf(&ours, "someone-else")), &asked)
-                .is_none(),
-            "not an allowed name"
+        assert_eq!(
+            auth.authenticate(&c1, Some(&leaf(&ours, "someone-else")), &asked),
+            Outcome::Refused(Refusal::NameNotAllowed)
         );
-        assert!(
-            auth.authenticate(&c2, Some(&leaf(&ours, "front-proxy-client")), &asked)
-                .is_none(),
+        assert_eq!(
+            auth.authenticate(
+                &c1,
+                Some(&leaf(&ours, "front-proxy-client")),
+                &headers(&[("X-Remote-Group", "system:masters")])
+            ),
+            Outcome::Refused(Refusal::NoRemoteUser)
+        );
+        assert_eq!(
+            auth.authenticate(&c2, Some(&leaf(&ours, "front-proxy-client")), &asked),
+            Outcome::NotMine,
             "a consumer without that registration"
         );
-        assert!(auth.authenticate(&c1, None, &asked).is_none());
+        assert_eq!(auth.authenticate(&c1, None, &asked), Outcome::NotMine);
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -4,33 +4,28 @@
 //! default `--api-audiences`), expiry and not-before, with the user
 //! kube-apiserver makes of such a token. Tokens it does not know (another
 //! issuer, a legacy Secret token) are reviewed by the app cluster with a
-//! TokenReview instead.
+//! TokenReview instead, its answers remembered briefly
+//! ([`super::token_review`]). A refusal says why ([`Refusal`]).
 
-use super::front_proxy::{Caller, Registrations};
-use super::{Authenticator, PeerCertificate, User, Via};
+use super::registrations::{Registrations, TokenIssuer};
+use super::token_review::TokenReviews;
+use super::{
+    Authenticator, Outcome, PeerCertificate, Refusal, RequestUser, User, Via, bearer_token,
+};
 use crate::route::ConsumerId;
 use futures::future::BoxFuture;
-use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode, decode_header};
-use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
-use kube::api::{Api, PostParams};
 use serde::Deserialize;
 use std::collections::BTreeMap;
-
-/// An app cluster's service-account token issuer.
-#[derive(Clone, Debug)]
-pub struct TokenIssuer {
-    pub issuer: String,
-    pub keys: JwkSet,
-}
 
 /// What local verification found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Verdict {
-    Valid(Caller),
+    Valid(RequestUser),
     /// This issuer's token, and not valid (expired, bad signature, wrong
     /// audience): refused.
-    Invalid(String),
+    Invalid(Refusal),
     /// Not a token this issuer signed with a known key: another way of
     /// authenticating may know it.
     NotOurs,
@@ -99,11 +94,16 @@ pub fn verify(token: &str, issuer: &TokenIssuer) -> Verdict {
         return Verdict::NotOurs;
     };
     if !ALGORITHMS.contains(&header.alg) {
-        return Verdict::Invalid(format!("algorithm {:?} is not accepted", header.alg));
+        return Verdict::Invalid(Refusal::InvalidToken(format!(
+            "algorithm {:?} is not accepted",
+            header.alg
+        )));
     }
     let key = match DecodingKey::from_jwk(jwk) {
         Ok(key) => key,
-        Err(error) => return Verdict::Invalid(format!("unusable key: {error}")),
+        Err(error) => {
+            return Verdict::Invalid(Refusal::InvalidToken(format!("unusable key: {error}")));
+        }
     };
     let mut validation = Validation::new(header.alg);
     validation.set_issuer(&[&issuer.issuer]);
@@ -111,10 +111,10 @@ pub fn verify(token: &str, issuer: &TokenIssuer) -> Verdict {
     validation.validate_nbf = true;
     let claims = match decode::<Claims>(token, &key, &validation) {
         Ok(data) => data.claims,
-        Err(error) => return Verdict::Invalid(error.to_string()),
+        Err(error) => return Verdict::Invalid(refusal_of(&error)),
     };
     let Some(kubernetes) = claims.kubernetes else {
-        return Verdict::Invalid("not a service account token".into());
+        return Verdict::Invalid(Refusal::InvalidToken("not a service account token".into()));
     };
     debug_assert_eq!(claims.iss, issuer.issuer);
     let namespace = kubernetes.namespace;
@@ -142,7 +142,7 @@ pub fn verify(token: &str, issuer: &TokenIssuer) -> Verdict {
             vec![node.uid],
         );
     }
-    Verdict::Valid(Caller {
+    Verdict::Valid(RequestUser {
         name: format!(
             "system:serviceaccount:{namespace}:{}",
             kubernetes.serviceaccount.name
@@ -157,19 +157,23 @@ pub fn verify(token: &str, issuer: &TokenIssuer) -> Verdict {
     })
 }
 
-/// The bearer token of an `Authorization` header, if any.
-pub fn bearer_token(headers: &http::HeaderMap) -> Option<&str> {
-    let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim())
-        .filter(|t| !t.is_empty())
+/// Why jsonwebtoken refused a token of the registered issuer.
+fn refusal_of(error: &jsonwebtoken::errors::Error) -> Refusal {
+    match error.kind() {
+        ErrorKind::ExpiredSignature => Refusal::ExpiredToken,
+        ErrorKind::ImmatureSignature => Refusal::TokenNotYetValid,
+        ErrorKind::InvalidAudience => Refusal::WrongAudience,
+        ErrorKind::InvalidIssuer => Refusal::WrongIssuer,
+        ErrorKind::InvalidSignature => Refusal::BadSignature,
+        _ => Refusal::InvalidToken(error.to_string()),
+    }
 }
 
 /// The authenticator of the app clusters' service-account bearer tokens.
 pub struct ServiceAccountTokens {
     pub registrations: Registrations,
+    /// The app clusters' answers to TokenReviews, remembered.
+    pub reviews: TokenReviews,
 }
 
 impl Authenticator for ServiceAccountTokens {
@@ -178,74 +182,57 @@ impl Authenticator for ServiceAccountTokens {
         consumer: &ConsumerId,
         _peer: Option<&PeerCertificate>,
         headers: &http::HeaderMap,
-    ) -> Option<User> {
-        let token = bearer_token(headers)?;
-        let registration = self.registrations.get(consumer.as_str())?;
-        let issuer = registration.token_issuer.as_ref()?;
+    ) -> Outcome {
+        let Some(token) = bearer_token(headers) else {
+            return Outcome::NotMine;
+        };
+        let Some(registration) = self.registrations.get(consumer.as_str()) else {
+            return Outcome::Refused(Refusal::NotRegistered);
+        };
+        let Some(issuer) = registration.token_issuer.as_ref() else {
+            return Outcome::NotMine;
+        };
         match verify(token, issuer) {
-            Verdict::Valid(caller) => Some(User {
-                name: caller.name,
-                uid: caller.uid,
-                groups: caller.groups,
-                extra: caller.extra,
-                consumer: consumer.clone(),
-                via: Via::AppClusterToken,
-            }),
-            Verdict::Invalid(reason) => {
-                tracing::debug!(%reason, "service account token refused");
-                None
+            Verdict::Valid(identity) => {
+                Outcome::Accepted(User::new(identity, consumer, Via::AppClusterToken))
             }
-            Verdict::NotOurs => None,
+            Verdict::Invalid(refusal) => Outcome::Refused(refusal),
+            Verdict::NotOurs => Outcome::NotMine,
         }
     }
 
     /// A bearer token this issuer did not sign with a known key (another
     /// issuer, a legacy Secret token, a rotated key): the app cluster is
     /// asked with a TokenReview, as kube-apiserver's webhook authenticator
-    /// would.
+    /// would, and its answer remembered briefly.
     fn authenticate_remotely<'a>(
         &'a self,
         consumer: &'a ConsumerId,
         headers: &'a http::HeaderMap,
-    ) -> BoxFuture<'a, Option<User>> {
+    ) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
-            let token = bearer_token(headers)?;
-            let registration = self.registrations.get(consumer.as_str())?;
+            let Some(token) = bearer_token(headers) else {
+                return Outcome::NotMine;
+            };
+            let Some(registration) = self.registrations.get(consumer.as_str()) else {
+                return Outcome::NotMine; // Refused at once, above.
+            };
             if let Some(issuer) = &registration.token_issuer
                 && verify(token, issuer) != Verdict::NotOurs
             {
-                // Ours and refused: no second opinion.
-                return None;
+                // Ours and refused above: no second opinion.
+                return Outcome::NotMine;
             }
-            let review = TokenReview {
-                spec: TokenReviewSpec {
-                    token: Some(token.to_string()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            };
-            let answer = Api::<TokenReview>::all(registration.app.clone())
-                .create(&PostParams::default(), &review)
-                .await;
-            let status = match answer {
-                Ok(answer) => answer.status?,
-                Err(error) => {
-                    tracing::warn!(%error, "TokenReview against the app cluster failed");
-                    return None;
+            match self
+                .reviews
+                .review(&registration.app, consumer.as_str(), token)
+                .await
+            {
+                Ok(identity) => {
+                    Outcome::Accepted(User::new(identity, consumer, Via::AppClusterToken))
                 }
-            };
-            if status.authenticated != Some(true) {
-                return None;
+                Err(refusal) => Outcome::Refused(refusal),
             }
-            let user = status.user?;
-            Some(User {
-                name: user.username?,
-                uid: user.uid.filter(|u| !u.is_empty()),
-                groups: user.groups.unwrap_or_default(),
-                extra: user.extra.unwrap_or_default(),
-                consumer: consumer.clone(),
-                via: Via::AppClusterToken,
-            })
         })
     }
 }
@@ -253,19 +240,86 @@ impl Authenticator for ServiceAccountTokens {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use jsonwebtoken::jwk::{Jwk, JwkSet};
+    use jsonwebtoken::{EncodingKey, Header};
+    use serde_json::json;
+
+    const ISSUER: &str = "https://app.example";
+
+    /// An issuer with one ES256 key (a test cluster's service-account key),
+    /// and a signer of claims with it.
+    fn issuer_and_signer() -> (TokenIssuer, impl Fn(&serde_json::Value) -> String) {
+        let dir = std::env::temp_dir().join(format!("bindery-sa-{}", std::process::id()));
+        let pki = crate::certs::ensure_cluster(&dir, "app").unwrap();
+        let pem = std::fs::read(pki.service_account().0).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let key = EncodingKey::from_ec_pem(&pem).unwrap();
+        let mut jwk = Jwk::from_encoding_key(&key, Algorithm::ES256).unwrap();
+        jwk.common.key_id = Some("k1".into());
+        let issuer = TokenIssuer {
+            issuer: ISSUER.into(),
+            keys: JwkSet { keys: vec![jwk] },
+        };
+        let mut header = Header::new(Algorithm::ES256);
+        header.kid = Some("k1".into());
+        let sign =
+            move |claims: &serde_json::Value| jsonwebtoken::encode(&header, claims, &key).unwrap();
+        (issuer, sign)
+    }
+
+    fn claims() -> serde_json::Value {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        json!({"iss": ISSUER, "aud": [ISSUER], "exp": now + 600, "nbf": now - 10,
+            "iat": now - 10, "sub": "system:serviceaccount:team:reader",
+            "kubernetes.io": {"namespace": "team",
+                "serviceaccount": {"name": "reader", "uid": "u-1"}}})
+    }
 
     #[test]
-    fn bearer_tokens_are_read_from_authorization() {
-        let mut headers = http::HeaderMap::new();
-        assert_eq!(bearer_token(&headers), None);
-        headers.insert("authorization", "Bearer abc.def.ghi".parse().unwrap());
-        assert_eq!(bearer_token(&headers), Some("abc.def.ghi"));
-        headers.insert("authorization", "bearer  xyz".parse().unwrap());
-        assert_eq!(bearer_token(&headers), Some("xyz"));
-        headers.insert("authorization", "Basic dXNlcjpwYXNz".parse().unwrap());
-        assert_eq!(bearer_token(&headers), None);
-        headers.insert("authorization", "Bearer ".parse().unwrap());
-        assert_eq!(bearer_token(&headers), None);
+    fn each_refusal_of_a_token_of_the_registered_issuer_says_why() {
+        let (issuer, sign) = issuer_and_signer();
+        let Verdict::Valid(user) = verify(&sign(&claims()), &issuer) else {
+            panic!("a good token is valid");
+        };
+        assert_eq!(user.name, "system:serviceaccount:team:reader");
+        let with = |change: &dyn Fn(&mut serde_json::Value)| {
+            let mut claims = claims();
+            change(&mut claims);
+            verify(&sign(&claims), &issuer)
+        };
+        assert_eq!(
+            with(&|c| c["exp"] = json!(1_700_000_000u64)),
+            Verdict::Invalid(Refusal::ExpiredToken)
+        );
+        assert_eq!(
+            with(&|c| c["nbf"] = json!(4_102_444_800u64)),
+            Verdict::Invalid(Refusal::TokenNotYetValid)
+        );
+        assert_eq!(
+            with(&|c| c["aud"] = json!(["https://elsewhere"])),
+            Verdict::Invalid(Refusal::WrongAudience)
+        );
+        assert!(matches!(
+            with(&|c| {
+                c.as_object_mut().unwrap().remove("kubernetes.io");
+            }),
+            Verdict::Invalid(Refusal::InvalidToken(_))
+        ));
+        let mut forged = sign(&claims());
+        forged.truncate(forged.len() - 4);
+        forged.push_str("AAAA");
+        assert_eq!(
+            verify(&forged, &issuer),
+            Verdict::Invalid(Refusal::BadSignature)
+        );
+        assert_eq!(
+            with(&|c| c["iss"] = json!("https://elsewhere")),
+            Verdict::NotOurs,
+            "another issuer's token goes to a TokenReview"
+        );
     }
 
     #[test]

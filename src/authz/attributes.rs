@@ -9,16 +9,8 @@ use crate::status::ApiError;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
-use std::collections::BTreeMap;
 
-/// The user a request is made by, as the authenticator established it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct RequestUser {
-    pub name: String,
-    pub uid: Option<String>,
-    pub groups: Vec<String>,
-    pub extra: BTreeMap<String, Vec<String>>,
-}
+pub use crate::auth::RequestUser;
 
 /// Everything an authorization decision is taken on.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,10 +1,10 @@
 //! Authorization decisions cached briefly, allows and denials apart (each
 //! with its own time to live, like kube-apiserver's webhook authorizer
-//! cache), each map bounded in size. Keyed by the consumer and the whole
-//! review, so that no decision is ever reused for another user, consumer or
-//! attribute. Holds no I/O.
+//! cache), each map bounded in size ([`crate::expiring`]). Keyed by the
+//! authority asked and the whole review, so that no decision is ever reused
+//! for another user, authority or attribute. Holds no I/O.
 
-use dashmap::DashMap;
+use crate::expiring::ExpiringMap;
 use std::time::{Duration, Instant};
 
 /// A cached decision.
@@ -37,35 +37,25 @@ impl Default for CacheSettings {
 }
 
 pub struct DecisionCache {
-    settings: CacheSettings,
-    allowed: DashMap<String, Instant>,
-    denied: DashMap<String, (Instant, String)>,
+    allowed: ExpiringMap<String, ()>,
+    denied: ExpiringMap<String, String>,
 }
 
 impl DecisionCache {
     pub fn new(settings: CacheSettings) -> Self {
         Self {
-            settings,
-            allowed: DashMap::new(),
-            denied: DashMap::new(),
+            allowed: ExpiringMap::new(settings.allowed_ttl, settings.capacity),
+            denied: ExpiringMap::new(settings.denied_ttl, settings.capacity),
         }
     }
 
     /// The decision for `key` if one is cached and fresh at `now`.
     pub fn get(&self, key: &str, now: Instant) -> Option<Decision> {
-        if let Some(expiry) = self.allowed.get(key).map(|e| *e) {
-            if now < expiry {
-                return Some(Decision::Allowed);
-            }
-            self.allowed.remove(key);
+        let key = key.to_string();
+        if self.allowed.get(&key, now).is_some() {
+            return Some(Decision::Allowed);
         }
-        if let Some((expiry, reason)) = self.denied.get(key).map(|e| e.clone()) {
-            if now < expiry {
-                return Some(Decision::Denied(reason));
-            }
-            self.denied.remove(key);
-        }
-        None
+        self.denied.get(&key, now).map(Decision::Denied)
     }
 
     /// Caches `decision` for `key`, taken at `now`.
@@ -73,14 +63,11 @@ impl DecisionCache {
         match decision {
             Decision::Allowed => {
                 self.denied.remove(&key);
-                make_room(&self.allowed, self.settings.capacity, |e| *e <= now);
-                self.allowed.insert(key, now + self.settings.allowed_ttl);
+                self.allowed.insert(key, (), now);
             }
             Decision::Denied(reason) => {
                 self.allowed.remove(&key);
-                make_room(&self.denied, self.settings.capacity, |e| e.0 <= now);
-                self.denied
-                    .insert(key, (now + self.settings.denied_ttl, reason.clone()));
+                self.denied.insert(key, reason.clone(), now);
             }
         }
     }
@@ -88,22 +75,6 @@ impl DecisionCache {
     /// How many decisions are held, allowed and denied.
     pub fn len(&self) -> (usize, usize) {
         (self.allowed.len(), self.denied.len())
-    }
-}
-
-/// Makes room for one more entry: expired ones go first; if the map is
-/// still full, an arbitrary entry goes (a cache, so losing one costs one
-/// more review, never a wrong answer).
-fn make_room<V>(map: &DashMap<String, V>, capacity: usize, expired: impl Fn(&V) -> bool) {
-    if map.len() < capacity {
-        return;
-    }
-    map.retain(|_, v| !expired(v));
-    while map.len() >= capacity.max(1) {
-        let Some(victim) = map.iter().next().map(|e| e.key().clone()) else {
-            break;
-        };
-        map.remove(&victim);
     }
 }
 

@@ -1,7 +1,9 @@
-//! Authorization of consumer requests: every request is checked with a
-//! SubjectAccessReview against the app cluster it comes from, with the
-//! attributes kube-apiserver would check for a local CRD, and the decision
-//! is cached briefly ([`cache`]). A denial is kube-apiserver's own 403
+//! Authorization: one [`Authorizer`] asks the authority a caller belongs to
+//! with a SubjectAccessReview (an app cluster for its users, the provider
+//! for its own), and remembers the decision briefly ([`cache`]). Which
+//! authority is asked for which request is decided in one place, the
+//! authorization layer (`crate::server::authz`); `/bind` asks the same
+//! Authorizer per template. A denial is kube-apiserver's own 403
 //! ([`attributes`]); a review that cannot be made is its 500.
 
 pub mod attributes;
@@ -14,7 +16,12 @@ use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use kube::api::{Api, PostParams};
 use std::time::Instant;
 
-/// Asks app clusters, remembering their answers briefly.
+/// The scope the provider's decisions are cached under, apart from every
+/// app cluster's (those are cached under their consumer's id, a DNS label,
+/// which never contains `@`).
+pub const PROVIDER: &str = "@provider";
+
+/// Asks app clusters and the provider, remembering their answers briefly.
 pub struct Authorizer {
     cache: DecisionCache,
 }
@@ -26,44 +33,52 @@ impl Authorizer {
         }
     }
 
-    /// `Ok` when `app` (the app cluster of `consumer`) allows `attributes`;
-    /// else the error to answer with.
+    /// `Ok` when the cluster `client` reaches (cached under `scope`: the
+    /// consumer of an app cluster, or [`PROVIDER`]) allows `attributes`;
+    /// else kube-apiserver's 403.
     pub async fn authorize(
         &self,
-        app: &kube::Client,
-        consumer: &str,
+        client: &kube::Client,
+        scope: &str,
         attributes: &Attributes,
     ) -> Result<(), ApiError> {
-        let review = attributes.review();
-        let key = format!(
-            "{consumer}\n{}",
-            serde_json::to_string(&review.spec).unwrap_or_default()
-        );
-        let decision = match self.cache.get(&key, Instant::now()) {
-            Some(cached) => cached,
-            None => {
-                let asked = Instant::now();
-                let answer = Api::<SubjectAccessReview>::all(app.clone())
-                    .create(&PostParams::default(), &review)
-                    .await
-                    .map_err(|error| ApiError::internal(error.to_string()))?;
-                let status = answer.status.unwrap_or_default();
-                let decision = if status.allowed {
-                    Decision::Allowed
-                } else {
-                    Decision::Denied(status.reason.unwrap_or_default())
-                };
-                // An answer given while the authorizer erred is not kept.
-                if status.evaluation_error.is_none_or(|e| e.is_empty()) {
-                    self.cache.put(key, &decision, asked);
-                }
-                decision
-            }
-        };
-        match decision {
+        match self.review(client, scope, attributes.review()).await? {
             Decision::Allowed => Ok(()),
             Decision::Denied(reason) => Err(attributes.forbidden(&reason)),
         }
+    }
+
+    /// The decision on `review` of the cluster `client` reaches, cached
+    /// under `scope` and the review's whole spec.
+    pub async fn review(
+        &self,
+        client: &kube::Client,
+        scope: &str,
+        review: SubjectAccessReview,
+    ) -> Result<Decision, ApiError> {
+        let key = format!(
+            "{scope}\n{}",
+            serde_json::to_string(&review.spec).unwrap_or_default()
+        );
+        if let Some(cached) = self.cache.get(&key, Instant::now()) {
+            return Ok(cached);
+        }
+        let asked = Instant::now();
+        let answer = Api::<SubjectAccessReview>::all(client.clone())
+            .create(&PostParams::default(), &review)
+            .await
+            .map_err(|error| ApiError::internal(error.to_string()))?;
+        let status = answer.status.unwrap_or_default();
+        let decision = if status.allowed {
+            Decision::Allowed
+        } else {
+            Decision::Denied(status.reason.unwrap_or_default())
+        };
+        // An answer given while the authorizer erred is not kept.
+        if status.evaluation_error.is_none_or(|e| e.is_empty()) {
+            self.cache.put(key, &decision, asked);
+        }
+        Ok(decision)
     }
 
     /// How many decisions are cached, allowed and denied.

@@ -1,22 +1,18 @@
-//! Who binds, and whether they may: a binder shows a client certificate of
-//! the provider's client CA (user = CN, groups = O, as kube-apiserver reads
-//! it) or a bearer token the provider accepts (reviewed with a TokenReview in
-//! the provider), and may
-//! bind a template only with the `bind` verb on it, asked with a
-//! SubjectAccessReview in the provider, as kcp asks for `bind` on an
-//! APIExport. Other actions (a provider administrator's) are asked the same
-//! way, and refused with kube-apiserver's 403.
+//! Whether a binder may bind: a binder is a user of the provider cluster
+//! (authenticated by the authentication layer, `crate::auth::provider`), and
+//! may bind a template only with the `bind` verb on it, asked with a
+//! SubjectAccessReview in the provider through the one cached
+//! [`Authorizer`], as kcp asks for `bind` on an APIExport. Other actions (a
+//! provider administrator's) are asked the same way, and refused with
+//! kube-apiserver's 403.
 
-use crate::auth::PeerCertificate;
-use crate::auth::trust::CaVerifier;
 use crate::authz::attributes::RequestUser;
+use crate::authz::cache::Decision;
+use crate::authz::{Authorizer, PROVIDER};
 use crate::status::ApiError;
-use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, PostParams};
 
 /// A binder: a user of the provider cluster.
 pub type Binder = RequestUser;
@@ -24,86 +20,6 @@ pub type Binder = RequestUser;
 pub const TEMPLATE_GROUP: &str = "kube-bind.io";
 pub const TEMPLATE_RESOURCE: &str = "apiserviceexporttemplates";
 pub const BIND_VERB: &str = "bind";
-
-/// What a request to `/bind` shows of its sender.
-pub struct Caller<'a> {
-    pub headers: &'a http::HeaderMap,
-    /// The TLS client certificate, if one was sent.
-    pub peer: Option<&'a PeerCertificate>,
-}
-
-/// The provider's user behind the request: its client certificate when the
-/// provider's client CA issued it (checked first, as kube-apiserver does),
-/// else its bearer token; `None` when neither is accepted.
-pub async fn authenticate(
-    provider: &kube::Client,
-    provider_client_ca: Option<&CaVerifier>,
-    caller: &Caller<'_>,
-) -> Result<Option<Binder>, ApiError> {
-    if let (Some(ca), Some(peer)) = (provider_client_ca, caller.peer)
-        && let Some(binder) = certificate_user(ca, peer)
-    {
-        return Ok(Some(binder));
-    }
-    let Some(token) = crate::auth::service_account::bearer_token(caller.headers) else {
-        return Ok(None);
-    };
-    let review = TokenReview {
-        spec: TokenReviewSpec {
-            token: Some(token.to_string()),
-            audiences: None,
-        },
-        ..Default::default()
-    };
-    let answer = Api::<TokenReview>::all(provider.clone())
-        .create(&PostParams::default(), &review)
-        .await
-        .map_err(|e| ApiError::internal(format!("reviewing the binder's token: {e}")))?;
-    let status = answer.status.unwrap_or_default();
-    if status.authenticated != Some(true) {
-        return Ok(None);
-    }
-    let user = status.user.unwrap_or_default();
-    Ok(Some(Binder {
-        name: user.username.unwrap_or_default(),
-        uid: user.uid.filter(|u| !u.is_empty()),
-        groups: user.groups.unwrap_or_default(),
-        extra: user.extra.unwrap_or_default().into_iter().collect(),
-    }))
-}
-
-/// The user of a client certificate the provider's client CA issued, as
-/// kube-apiserver's x509 authenticator names it: CN the user, each O a group,
-/// and every authenticated user is in `system:authenticated`.
-pub fn certificate_user(ca: &CaVerifier, peer: &PeerCertificate) -> Option<Binder> {
-    if peer.common_name.is_empty() || !ca.verifies(&peer.der) {
-        return None;
-    }
-    let mut groups = peer.organizations.clone();
-    if !groups.iter().any(|g| g == AUTHENTICATED) {
-        groups.push(AUTHENTICATED.into());
-    }
-    Some(Binder {
-        name: peer.common_name.clone(),
-        groups,
-        ..Default::default()
-    })
-}
-
-const AUTHENTICATED: &str = "system:authenticated";
-
-/// The CA bundle kube-apiserver verifies client certificates with, as it
-/// publishes it (`kube-system/extension-apiserver-authentication`,
-/// `client-ca-file`); `None` when it publishes none.
-pub async fn provider_client_ca(provider: &kube::Client) -> Result<Option<String>, kube::Error> {
-    let config_maps = Api::<ConfigMap>::namespaced(provider.clone(), "kube-system");
-    let published = config_maps
-        .get_opt("extension-apiserver-authentication")
-        .await?;
-    Ok(published
-        .and_then(|c| c.data)
-        .and_then(|mut data| data.remove("client-ca-file")))
-}
 
 /// One action on a provider object, as a SubjectAccessReview asks it.
 pub struct Action<'a> {
@@ -128,16 +44,18 @@ fn bind_action(template: &str) -> Action<'_> {
 
 /// Whether `binder` holds `bind` on template `template` in the provider.
 pub async fn may_bind(
+    authorizer: &Authorizer,
     provider: &kube::Client,
     binder: &Binder,
     template: &str,
 ) -> Result<bool, ApiError> {
-    may(provider, binder, &bind_action(template)).await
+    may(authorizer, provider, binder, &bind_action(template)).await
 }
 
 /// Whether the provider allows `binder` `action`, asked with a
-/// SubjectAccessReview there.
+/// SubjectAccessReview there (its decision remembered briefly).
 pub async fn may(
+    authorizer: &Authorizer,
     provider: &kube::Client,
     binder: &Binder,
     action: &Action<'_>,
@@ -160,16 +78,19 @@ pub async fn may(
         },
         ..Default::default()
     };
-    let answer = Api::<SubjectAccessReview>::all(provider.clone())
-        .create(&PostParams::default(), &review)
+    let decision = authorizer
+        .review(provider, PROVIDER, review)
         .await
         .map_err(|e| {
+            let cause = e.message.strip_prefix("Internal error occurred: ");
             ApiError::internal(format!(
-                "asking whether the binder may {} {}: {e}",
-                action.verb, action.resource
+                "asking whether the binder may {} {}: {}",
+                action.verb,
+                action.resource,
+                cause.unwrap_or(&e.message)
             ))
         })?;
-    Ok(answer.status.is_some_and(|s| s.allowed))
+    Ok(decision == Decision::Allowed)
 }
 
 /// kube-apiserver's 403 for a binder without `bind` on `template`.
@@ -198,34 +119,6 @@ pub fn refused(binder: &Binder, action: &Action<'_>, why: Option<&str>) -> ApiEr
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn peer(path: &std::path::Path) -> PeerCertificate {
-        use rustls_pki_types::pem::PemObject;
-        let der = rustls_pki_types::CertificateDer::from_pem_slice(&std::fs::read(path).unwrap())
-            .unwrap();
-        crate::auth::client_cert::peer_certificate(&der).unwrap()
-    }
-
-    #[test]
-    fn a_certificate_of_the_provider_client_ca_names_the_binder_like_kube_apiserver() {
-        let dir = std::env::temp_dir().join(format!("bindery-binder-{}", std::process::id()));
-        let provider = crate::certs::ensure_cluster(&dir, "provider").unwrap();
-        let other = crate::certs::ensure_cluster(&dir, "other").unwrap();
-        let ca = CaVerifier::from_pem(&std::fs::read(provider.ca()).unwrap()).unwrap();
-        let binder = certificate_user(&ca, &peer(&provider.admin().0)).expect("accepted");
-        assert_eq!(binder.name, "bindery-admin");
-        assert_eq!(binder.groups, ["system:masters", "system:authenticated"]);
-        assert_eq!(binder.uid, None);
-        assert!(
-            certificate_user(&ca, &peer(&other.admin().0)).is_none(),
-            "another cluster's certificate is no provider user"
-        );
-        assert!(
-            certificate_user(&ca, &peer(&provider.front_proxy_client().0)).is_none(),
-            "the front-proxy CA is not the client CA"
-        );
-        let _ = std::fs::remove_dir_all(dir);
-    }
 
     #[test]
     fn forbidden_reads_like_kube_apiserver() {

@@ -1,6 +1,7 @@
 //! Binding an app cluster to a provider. The provider side is bindery's
-//! `/bind` endpoints ([`server`]): binders authenticate with a token the
-//! provider accepts and need the `bind` verb on a template ([`binder`]);
+//! `/bind` endpoints ([`server`], routes and their credentials in
+//! [`routes`]): binders show provider credentials, checked by the
+//! authentication layer, and need the `bind` verb on a template ([`binder`]);
 //! once an app cluster is registered, only who proves control of it changes
 //! that ([`proof`]), and what is recorded of its trust is read from it
 //! ([`published`]); the interactive bind runs through a browser session
@@ -16,6 +17,7 @@ pub mod offers;
 pub mod page;
 pub mod proof;
 pub mod published;
+pub mod routes;
 pub mod server;
 pub mod sessions;
 pub mod wire;

@@ -7,6 +7,10 @@
 use super::wire::{Offer, SessionState};
 use crate::api::claims::{ClaimOwner, ClaimSelector, PermissionClaim};
 
+/// What a session page says when its session is unknown or has expired.
+pub const EXPIRED: &str =
+    "This bind session is unknown or has expired. Run bindery bind again for a new one.";
+
 /// The page for session `id`.
 pub fn render(id: &str, binder: &str, offers: &[Offer], state: &SessionState) -> String {
     let body = match &state.template {

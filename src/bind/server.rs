@@ -3,10 +3,11 @@
 //! APIServiceExportRequest in the provider), where a bind stands, unbinding,
 //! and the browser sessions of the interactive bind with their page.
 
-use super::binder::{self, Action, Binder, Caller};
+use super::binder::{self, Action, Binder};
 use super::offers::offer;
 use super::page;
 use super::proof;
+use super::routes::{BindRoute, html};
 use super::sessions::Sessions;
 use super::wire::{
     BindRequest, BindingState, GroupVersion, Offers, Progress, Registration, SessionCreated,
@@ -17,12 +18,13 @@ use crate::api::{
     APIServiceExport, APIServiceExportRequest, APIServiceExportTemplate, BoundSchema,
 };
 use crate::app_cluster;
+use crate::authz::Authorizer;
 use crate::controllers::naming::cluster_namespace;
 use crate::proxy::{error, full};
 use crate::status::ApiError;
 use crate::upstream::BoxBody;
 use bytes::Bytes;
-use http::{Method, Response};
+use http::Response;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -31,6 +33,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// The field manager of what binding writes in the provider.
@@ -44,53 +47,53 @@ pub struct BindService {
     /// PEM of the CA of bindery's serving certificate, for APIService caBundles.
     pub serving_ca: String,
     pub sessions: Sessions,
-    /// The provider's client CA (its `client-ca-file`): binders may show a
-    /// client certificate of the provider instead of a token.
-    pub provider_client_ca: Option<crate::auth::trust::CaVerifier>,
+    /// Asks the provider whether a binder may bind a template (or act as
+    /// an administrator), remembering its answers briefly.
+    pub authorizer: Arc<Authorizer>,
 }
 
 type Reply = Result<Response<BoxBody>, ApiError>;
 
 impl BindService {
-    /// Answers a request for `/bind/<segments>`.
+    /// Answers `route`, whose caller the authentication layer has
+    /// authenticated: `binder` is the provider user behind routes that take
+    /// provider credentials.
     pub async fn serve(
         &self,
-        method: &Method,
-        caller: &Caller<'_>,
-        segments: &[String],
+        route: &BindRoute,
+        binder: Option<&Binder>,
         body: Bytes,
     ) -> Response<BoxBody> {
-        let path: Vec<&str> = segments.iter().map(String::as_str).collect();
-        let reply = match (method, path.as_slice()) {
-            (&Method::GET, ["templates"]) => self.templates(caller).await,
-            (&Method::POST, ["bindings"]) => self.bind(caller, &body).await,
-            (&Method::GET, ["bindings", consumer, export]) => {
-                self.binding_state(caller, consumer, export).await
+        self.reply(route, binder, body)
+            .await
+            .unwrap_or_else(|e| error(&e))
+    }
+
+    async fn reply(&self, route: &BindRoute, binder: Option<&Binder>, body: Bytes) -> Reply {
+        let binder = || binder.ok_or_else(ApiError::unauthorized);
+        match route {
+            BindRoute::Templates => self.templates(binder()?).await,
+            BindRoute::Bind => self.bind(binder()?, &body).await,
+            BindRoute::BindingState { consumer, export } => {
+                self.binding_state(binder()?, consumer, export).await
             }
-            (&Method::DELETE, ["bindings", consumer, export]) => {
-                self.unbind(caller, consumer, export, &body).await
+            BindRoute::Unbind { consumer, export } => {
+                self.unbind(binder()?, consumer, export, &body).await
             }
-            (&Method::POST, ["sessions"]) => self.open_session(caller).await,
-            (&Method::GET, ["sessions", id]) => Ok(self.session_page(id).await),
-            (&Method::POST, ["sessions", id, "choice"]) => Ok(self.choose(id, &body).await),
-            (&Method::GET, ["sessions", id, "state"]) => self.session_state(id),
-            (&Method::POST, ["sessions", id, "progress"]) => self.progress(caller, id, &body).await,
-            (_, ["templates" | "bindings" | "sessions", ..]) => Err(ApiError {
+            BindRoute::OpenSession => self.open_session(binder()?),
+            BindRoute::SessionPage(id) => Ok(self.session_page(id).await),
+            BindRoute::Choose(id) => Ok(self.choose(id, &body).await),
+            BindRoute::SessionState(id) => self.session_state(id),
+            BindRoute::Progress(id) => self.progress(binder()?, id, &body),
+            BindRoute::MethodNotAllowed(method) => Err(ApiError {
                 code: 405,
                 reason: "MethodNotAllowed",
                 message: format!("{method} is not supported here"),
                 details: None,
                 plain_text: false,
             }),
-            _ => Err(ApiError::page_not_found()),
-        };
-        reply.unwrap_or_else(|e| error(&e))
-    }
-
-    async fn binder(&self, caller: &Caller<'_>) -> Result<Binder, ApiError> {
-        binder::authenticate(&self.provider, self.provider_client_ca.as_ref(), caller)
-            .await?
-            .ok_or_else(ApiError::unauthorized)
+            BindRoute::NotFound => Err(ApiError::page_not_found()),
+        }
     }
 
     /// The offers of every template `binder` may bind.
@@ -109,20 +112,25 @@ impl BindService {
             .collect::<BTreeMap<_, _>>();
         let mut offers = Vec::new();
         for template in &templates.items {
-            if binder::may_bind(&self.provider, binder, &template.name_any()).await? {
+            if binder::may_bind(
+                &self.authorizer,
+                &self.provider,
+                binder,
+                &template.name_any(),
+            )
+            .await?
+            {
                 offers.push(offer(template, &crds));
             }
         }
         Ok(Offers { offers })
     }
 
-    async fn templates(&self, caller: &Caller<'_>) -> Reply {
-        let binder = self.binder(caller).await?;
-        Ok(json_reply(200, &self.offers(&binder).await?))
+    async fn templates(&self, binder: &Binder) -> Reply {
+        Ok(json_reply(200, &self.offers(binder).await?))
     }
 
-    async fn bind(&self, caller: &Caller<'_>, body: &[u8]) -> Reply {
-        let binder = self.binder(caller).await?;
+    async fn bind(&self, binder: &Binder, body: &[u8]) -> Reply {
         let request: BindRequest = decode(body)?;
         if request.template.is_empty() || request.identity.is_empty() {
             return Err(ApiError::bad_request("template and identity are required"));
@@ -132,7 +140,7 @@ impl BindService {
                 "identity is not a kube-system namespace UID",
             ));
         }
-        self.check_may_bind(&binder, &request.template).await?;
+        self.check_may_bind(binder, &request.template).await?;
         Api::<APIServiceExportTemplate>::all(self.provider.clone())
             .get_opt(&request.template)
             .await
@@ -147,12 +155,12 @@ impl BindService {
         let namespace = cluster_namespace(&self.prefix, &request.identity);
         let recorded = match &request.registration {
             Some(claimed) => Some(
-                self.checked_registration(&binder, &namespace, &request.identity, claimed)
+                self.checked_registration(binder, &namespace, &request.identity, claimed)
                     .await?,
             ),
             None => None,
         };
-        self.claim_cluster_namespace(&namespace, &request.identity, &binder)
+        self.claim_cluster_namespace(&namespace, &request.identity, binder)
             .await?;
         if let Some((registration, existing)) = recorded {
             self.register(&namespace, &registration, existing).await?;
@@ -193,7 +201,7 @@ impl BindService {
     }
 
     async fn check_may_bind(&self, binder: &Binder, template: &str) -> Result<(), ApiError> {
-        if binder::may_bind(&self.provider, binder, template).await? {
+        if binder::may_bind(&self.authorizer, &self.provider, binder, template).await? {
             Ok(())
         } else {
             Err(binder::forbidden(binder, template))
@@ -305,7 +313,7 @@ impl BindService {
         action: &Action<'_>,
         why: &str,
     ) -> Result<(), ApiError> {
-        if binder::may(&self.provider, binder, action).await? {
+        if binder::may(&self.authorizer, &self.provider, binder, action).await? {
             tracing::info!(binder = %binder.name, verb = action.verb, resource = action.resource,
                 namespace = action.namespace, "allowed as a provider administrator: {why}");
             return Ok(());
@@ -367,9 +375,8 @@ impl BindService {
         }
     }
 
-    async fn binding_state(&self, caller: &Caller<'_>, consumer: &str, export: &str) -> Reply {
-        let binder = self.binder(caller).await?;
-        self.check_may_bind(&binder, export).await?;
+    async fn binding_state(&self, binder: &Binder, consumer: &str, export: &str) -> Reply {
+        self.check_may_bind(binder, export).await?;
         Ok(json_reply(200, &self.state_of(consumer, export).await?))
     }
 
@@ -437,15 +444,8 @@ impl BindService {
         Ok(state)
     }
 
-    async fn unbind(
-        &self,
-        caller: &Caller<'_>,
-        consumer: &str,
-        export: &str,
-        body: &[u8],
-    ) -> Reply {
-        let binder = self.binder(caller).await?;
-        self.check_may_bind(&binder, export).await?;
+    async fn unbind(&self, binder: &Binder, consumer: &str, export: &str, body: &[u8]) -> Reply {
+        self.check_may_bind(binder, export).await?;
         let proof: UnbindRequest = decode(body)?;
         let namespace = cluster_namespace(&self.prefix, &proof.identity);
         if namespace != format!("{}{consumer}", self.prefix) {
@@ -456,7 +456,7 @@ impl BindService {
         }
         super::kubeconfig_check::check(&proof.kubeconfig)
             .map_err(|e| ApiError::bad_request(format!("kubeconfig: {e}")))?;
-        self.prove_unbind(&binder, &namespace, export, &proof)
+        self.prove_unbind(binder, &namespace, export, &proof)
             .await?;
         let requests =
             Api::<APIServiceExportRequest>::namespaced(self.provider.clone(), &namespace);
@@ -536,11 +536,10 @@ impl BindService {
         self.require_administrator(binder, &delete, &why).await
     }
 
-    async fn open_session(&self, caller: &Caller<'_>) -> Reply {
-        let binder = self.binder(caller).await?;
+    fn open_session(&self, binder: &Binder) -> Reply {
         let id = self
             .sessions
-            .open(binder, Instant::now())
+            .open(binder.clone(), Instant::now())
             .ok_or_else(|| ApiError::unavailable("too many bind sessions are open"))?;
         Ok(json_reply(
             201,
@@ -553,7 +552,7 @@ impl BindService {
 
     async fn session_page(&self, id: &str) -> Response<BoxBody> {
         let Some(session) = self.sessions.get(id, Instant::now()) else {
-            return html(404, page::problem(EXPIRED));
+            return html(404, page::problem(page::EXPIRED));
         };
         if session.state.template.is_some() {
             return html(
@@ -573,7 +572,7 @@ impl BindService {
     async fn choose(&self, id: &str, body: &[u8]) -> Response<BoxBody> {
         let now = Instant::now();
         let Some(session) = self.sessions.get(id, now) else {
-            return html(404, page::problem(EXPIRED));
+            return html(404, page::problem(page::EXPIRED));
         };
         let Some(template) = form_urlencoded::parse(body)
             .find(|(k, _)| k == "template")
@@ -581,7 +580,7 @@ impl BindService {
         else {
             return html(400, page::problem("No template was picked."));
         };
-        match binder::may_bind(&self.provider, &session.binder, &template).await {
+        match binder::may_bind(&self.authorizer, &self.provider, &session.binder, &template).await {
             Ok(true) => {}
             Ok(false) => {
                 return html(
@@ -614,8 +613,7 @@ impl BindService {
         Ok(json_reply(200, &session.state))
     }
 
-    async fn progress(&self, caller: &Caller<'_>, id: &str, body: &[u8]) -> Reply {
-        let binder = self.binder(caller).await?;
+    fn progress(&self, binder: &Binder, id: &str, body: &[u8]) -> Reply {
         let progress: Progress = decode(body)?;
         let now = Instant::now();
         let session = self
@@ -643,9 +641,6 @@ impl BindService {
         ))
     }
 }
-
-const EXPIRED: &str =
-    "This bind session is unknown or has expired. Run bindery bind again for a new one.";
 
 /// Replacing the `app-cluster` registration of `namespace`, which a
 /// provider administrator may do.
@@ -702,8 +697,4 @@ fn json_reply(status: u16, value: &impl serde::Serialize) -> Response<BoxBody> {
         "application/json",
         serde_json::to_vec(value).expect("JSON serializes"),
     )
-}
-
-fn html(status: u16, page: String) -> Response<BoxBody> {
-    full(status, "text/html; charset=utf-8", page)
 }

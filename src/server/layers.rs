@@ -1,18 +1,13 @@
-//! The tower layers every request passes, outermost first: the response
-//! headers every answer carries (request id, caching), a log line, and
-//! authentication. Each is a small `Layer` so the stack reads
-//! like the request flow in docs/DESIGN.md.
+//! The outer tower layers every request passes, outermost first: the
+//! response headers every answer carries (request id, caching) and a log
+//! line. Authentication ([`super::authn`]) and authorization
+//! ([`super::authz`]) follow; each is a small `Layer` so the stack reads like
+//! the request flow in docs/DESIGN.md.
 
-use super::ServerName;
-use crate::aggregation::consumer_of_server_name;
-use crate::auth::{Authenticator, PeerCertificate};
-use crate::proxy::error;
-use crate::route::{ApiPath, ConsumerId, Endpoint, endpoint_of};
-use crate::status::ApiError;
+use crate::route::{Endpoint, endpoint_of};
 use crate::upstream::BoxBody;
 use futures::future::BoxFuture;
 use http::{HeaderValue, Request, Response};
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 use tower::{Layer, Service};
@@ -270,147 +265,5 @@ where
             tracing::info!(%method, %path, status = response.status().as_u16(), elapsed_ms = start.elapsed().as_millis() as u64, request_id = %id, "request");
             Ok(response)
         })
-    }
-}
-
-/// Authenticates requests for a consumer: the first authenticator that
-/// accepts the caller wins, and the [`crate::auth::User`] goes into the
-/// request's extensions. Nobody accepted: 401.
-#[derive(Clone)]
-pub struct AuthnLayer {
-    authenticators: Arc<Vec<Box<dyn Authenticator>>>,
-}
-
-impl AuthnLayer {
-    pub fn new(authenticators: Vec<Box<dyn Authenticator>>) -> Self {
-        Self {
-            authenticators: Arc::new(authenticators),
-        }
-    }
-}
-
-impl<S> Layer<S> for AuthnLayer {
-    type Service = Authn<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        Authn {
-            inner,
-            authenticators: self.authenticators.clone(),
-        }
-    }
-}
-
-#[derive(Clone)]
-pub struct Authn<S> {
-    inner: S,
-    authenticators: Arc<Vec<Box<dyn Authenticator>>>,
-}
-
-impl<S> Authn<S> {
-    /// Without a server name naming the consumer (kube-aggregator's
-    /// availability checks before Kubernetes 1.36 send none), the front-proxy
-    /// certificate tells: the one consumer whose registered CA verifies it.
-    /// Several consumers may share an app cluster's CA; then only discovery,
-    /// which shows no objects, is answered, for the first of them.
-    fn consumer_by_certificate<B>(
-        &self,
-        request: &Request<B>,
-        path: &ApiPath,
-    ) -> Option<ConsumerId> {
-        let peer = request.extensions().get::<PeerCertificate>()?;
-        let mut candidates: Vec<ConsumerId> = self
-            .authenticators
-            .iter()
-            .flat_map(|a| a.consumers_of(peer))
-            .collect();
-        candidates.dedup();
-        let discovery = matches!(
-            path,
-            ApiPath::Version
-                | ApiPath::LegacyRoot
-                | ApiPath::GroupList
-                | ApiPath::Group(_)
-                | ApiPath::GroupVersion { .. }
-        );
-        match candidates.len() {
-            1 => candidates.pop(),
-            n if n > 1 && discovery => candidates.into_iter().next(),
-            _ => None,
-        }
-    }
-}
-
-impl<S, B> Service<Request<B>> for Authn<S>
-where
-    S: Service<Request<B>, Response = Response<BoxBody>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Send + 'static,
-    B: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: Request<B>) -> Self::Future {
-        // `Some` on the paths that need a caller: the consumer they are
-        // for, if it can be told. The aggregation layer's requests name it
-        // by their TLS server name.
-        // Parsed here if no outer layer has; kept for the router.
-        endpoint_of(&mut request);
-        let for_consumer = match request.extensions().get::<Endpoint>() {
-            Some(Endpoint::Consumer { consumer, .. }) => Some(Some(consumer.clone())),
-            Some(Endpoint::Aggregated { path }) => Some(
-                request
-                    .extensions()
-                    .get::<ServerName>()
-                    .and_then(|name| consumer_of_server_name(&name.0))
-                    .or_else(|| self.consumer_by_certificate(&request, path)),
-            ),
-            _ => None,
-        };
-        if let Some(consumer) = for_consumer {
-            let Some(consumer) = consumer else {
-                let response = error(&ApiError::unauthorized());
-                return Box::pin(async move { Ok(response) });
-            };
-            let peer = request.extensions().get::<PeerCertificate>();
-            let user = self
-                .authenticators
-                .iter()
-                .find_map(|a| a.authenticate(&consumer, peer, request.headers()));
-            match user {
-                Some(user) => {
-                    request.extensions_mut().insert(user);
-                }
-                None => {
-                    // The slower way: authenticators that ask the app cluster.
-                    let authenticators = self.authenticators.clone();
-                    let ready = self.inner.clone();
-                    let mut inner = std::mem::replace(&mut self.inner, ready);
-                    return Box::pin(async move {
-                        let mut found = None;
-                        for authenticator in authenticators.iter() {
-                            found = authenticator
-                                .authenticate_remotely(&consumer, request.headers())
-                                .await;
-                            if found.is_some() {
-                                break;
-                            }
-                        }
-                        match found {
-                            Some(user) => {
-                                request.extensions_mut().insert(user);
-                                inner.call(request).await
-                            }
-                            None => Ok(error(&ApiError::unauthorized())),
-                        }
-                    });
-                }
-            }
-        }
-        Box::pin(self.inner.call(request))
     }
 }

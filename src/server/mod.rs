@@ -1,15 +1,19 @@
 //! bindery's listener: TLS only (rustls), HTTP/2 or HTTP/1.1 as ALPN chose,
-//! the tower stack of [`layers`] around the [`crate::router::Router`], and
-//! graceful shutdown (stop accepting, end watches, let requests in flight
-//! finish).
+//! the tower stack around the [`crate::router::Router`] (response headers
+//! and a log line ([`layers`]), authentication ([`authn`]), authorization
+//! ([`authz`])), and graceful shutdown (stop accepting, end watches, let
+//! requests in flight finish).
 
+pub mod authn;
+pub mod authz;
+pub mod gate;
 pub mod idle;
 pub mod layers;
 pub mod tls;
 
-use crate::auth::Authenticator;
+use crate::app::App;
 use crate::auth::client_cert::peer_certificate;
-use crate::router::{App, Router};
+use crate::router::Router;
 use http_body_util::BodyExt;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
@@ -37,16 +41,18 @@ pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(32);
 pub async fn run(
     app: Arc<App>,
     tls: rustls::ServerConfig,
-    authenticators: Vec<Box<dyn Authenticator>>,
+    authentication: authn::Authentication,
     listener: TcpListener,
     idle_timeout: Duration,
     shutdown: impl Future<Output = ()>,
 ) {
     let acceptor = TlsAcceptor::from(Arc::new(tls));
+    // Outermost first, as a request passes them; no layer reads the body.
     let stack = ServiceBuilder::new()
         .layer(layers::ResponseHeadersLayer)
         .layer(layers::LogLayer)
-        .layer(layers::AuthnLayer::new(authenticators))
+        .layer(authn::AuthnLayer::new(Arc::new(authentication)))
+        .layer(authz::AuthzLayer::new(authz::Authorization(app.clone())))
         .service(Router::new(app));
     // Every connection holds a receiver: shutdown tells them all to drain,
     // and is over when the last one has been dropped.

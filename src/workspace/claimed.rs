@@ -7,12 +7,12 @@
 //! against them before and after ([`super::claimed_writes`]).
 
 use crate::api::{APIServiceBinding, APIServiceExport, ClaimOwner, PermissionClaim};
+use crate::app::App;
 use crate::forward::answer::{Shape, View, Visibility, answer_up, event_up};
 use crate::forward::encode::{self, ErrorForm};
 use crate::forward::request::{ApiRequest, Incoming, Options};
 use crate::proxy::{decoded_query, watch};
 use crate::route::{ConsumerId, ResourceRequest, Verb};
-use crate::router::App;
 use crate::status::ApiError;
 use crate::translate::claimed::{ClaimedView, ClaimedWatch};
 use crate::translate::request::{encode, include_object, upstream_accept};

@@ -4,10 +4,10 @@
 //! ([`crate::translate::claimed_discovery`]).
 
 use super::claimed::{ClaimedTarget, accepted_claims};
+use crate::app::App;
 use crate::discovery::Document;
 use crate::documents::Rendered;
 use crate::route::ApiPath;
-use crate::router::App;
 use crate::status::ApiError;
 use crate::translate::claimed_discovery::{
     ClaimedResources, merge_aggregated, merge_group_list, merge_resource_list,

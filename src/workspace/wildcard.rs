@@ -5,6 +5,7 @@
 //! bookmarks pass as they are, so one watch resumes like any other.
 //! Everything but list and watch needs a consumer's path.
 
+use crate::app::App;
 use crate::catalog::Catalog;
 use crate::catalog::watch::SharedCatalog;
 use crate::forward::answer::{Shape, View, Visibility, answer_up, event_up};
@@ -12,7 +13,6 @@ use crate::forward::encode::{self, ErrorForm};
 use crate::forward::request::{ApiRequest, Incoming};
 use crate::proxy::watch;
 use crate::route::{ResourceRequest, Verb};
-use crate::router::App;
 use crate::status::ApiError;
 use crate::translate::BoundResource;
 use crate::translate::continue_token::{ContinueTokens, TokenError};

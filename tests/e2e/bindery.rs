@@ -246,6 +246,15 @@ impl Drop for ServingOnly {
 
 /// Starts a [`ServingOnly`] bindery with `extra_args` after `serve`'s own.
 pub fn serving_only(provider_kubeconfig: &std::path::Path, extra_args: &[&str]) -> ServingOnly {
+    serving_only_with_env(provider_kubeconfig, extra_args, &[])
+}
+
+/// [`serving_only`], with `env` set for bindery.
+pub fn serving_only_with_env(
+    provider_kubeconfig: &std::path::Path,
+    extra_args: &[&str],
+    env: &[(&str, &str)],
+) -> ServingOnly {
     let mut child = Command::new(env!("CARGO_BIN_EXE_bindery"))
         .args(["serve", "--controllers=false", "--listen", "127.0.0.1:0"])
         .arg("--provider-kubeconfig")
@@ -253,6 +262,7 @@ pub fn serving_only(provider_kubeconfig: &std::path::Path, extra_args: &[&str]) 
         .arg("--pki")
         .arg(&bindery().pki)
         .args(extra_args)
+        .envs(env.iter().copied())
         .env("RUST_LOG", "error,kube_client=off")
         .stdout(Stdio::piped())
         .spawn()

@@ -17,16 +17,7 @@ use std::process::Command;
 /// The provider's metric samples named `metric` with all of `labels`,
 /// summed.
 fn provider_metric(metric: &str, labels: &[(&str, &str)]) -> f64 {
-    let text = clusters().provider.kubectl(&["get", "--raw", "/metrics"]);
-    text.lines()
-        .filter(|line| line.starts_with(&format!("{metric}{{")))
-        .filter(|line| {
-            labels
-                .iter()
-                .all(|(k, v)| line.contains(&format!("{k}=\"{v}\"")))
-        })
-        .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
-        .sum()
+    crate::authn::cluster_metric(&clusters().provider, metric, labels)
 }
 
 /// A GET of `path` through the consumer's endpoint, as JSON.

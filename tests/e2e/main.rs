@@ -3,6 +3,7 @@
 //! kube-controller-manager processes, and real kubectl.
 
 mod aggregation;
+mod authn;
 mod authz;
 mod availability;
 mod bind;

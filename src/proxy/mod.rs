@@ -122,13 +122,6 @@ impl Proxy {
             .ok_or_else(ApiError::page_not_found)?;
         let bound = &served.bound;
         let verb = Verb::of_query(&parts.method, resource, parts.uri.query());
-        // The request-deadline filter comes first in kube-apiserver.
-        if let Some(verb) = verb {
-            crate::forward::request::deadline(
-                verb,
-                &crate::wire::query::Query::parse(parts.uri.query()),
-            )?;
-        }
         check_scope(served, resource, verb)?;
         let incoming = Incoming {
             method: &parts.method,

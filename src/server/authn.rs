@@ -23,7 +23,7 @@ use crate::auth::provider::ProviderUsers;
 use crate::auth::{Authenticator, Outcome, PeerCertificate, ProviderUser, Refusal, User};
 use crate::bind::routes::{BindRoute, Credential};
 use crate::bind::sessions::Sessions;
-use crate::proxy::error;
+use crate::forward::encode::ErrorForm;
 use crate::route::{ApiPath, ConsumerId, Endpoint, endpoint_of};
 use crate::status::ApiError;
 use crate::upstream::BoxBody;
@@ -183,7 +183,10 @@ impl Authentication {
 fn refused<B>(request: &Request<B>) -> Response<BoxBody> {
     match request.extensions().get::<BindRoute>() {
         Some(route) => route.refused(),
-        None => error(&ApiError::unauthorized()),
+        // Negotiated, as kube-apiserver's `Unauthorized` handler answers.
+        None => {
+            ErrorForm::of(request.headers(), request.uri().query()).error(&ApiError::unauthorized())
+        }
     }
 }
 

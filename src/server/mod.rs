@@ -1,11 +1,12 @@
 //! bindery's listener: TLS only (rustls), HTTP/2 or HTTP/1.1 as ALPN chose,
 //! the tower stack around the [`crate::router::Router`] (response headers
-//! and a log line ([`layers`]), authentication ([`authn`]), authorization
-//! ([`authz`])), and graceful shutdown (stop accepting, end watches, let
+//! and a log line ([`layers`]), the `timeout` parameter ([`deadline`]),
+//! authentication ([`authn`]), authorization ([`authz`])), and graceful shutdown (stop accepting, end watches, let
 //! requests in flight finish).
 
 pub mod authn;
 pub mod authz;
+pub mod deadline;
 pub mod gate;
 pub mod idle;
 pub mod layers;
@@ -51,6 +52,7 @@ pub async fn run(
     let stack = ServiceBuilder::new()
         .layer(layers::ResponseHeadersLayer)
         .layer(layers::LogLayer)
+        .layer(deadline::layer())
         .layer(authn::AuthnLayer::new(Arc::new(authentication)))
         .layer(authz::AuthzLayer::new(authz::Authorization(app.clone())))
         .service(Router::new(app));

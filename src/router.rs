@@ -4,7 +4,7 @@
 //! consumer's view, to the virtual workspace, or to `/bind`.
 
 use crate::app::App;
-use crate::auth::{ProviderUser, User};
+use crate::auth::{ProviderUser, SharedFrontProxy, User};
 use crate::bind::routes::BindRoute;
 use crate::proxy::{error, full};
 use crate::route::{ApiPath, Endpoint, parse};
@@ -102,7 +102,10 @@ where
         ApiPath::Resource(request) => {
             catalog.resource_view(&user.consumer, &request.group, &request.resource)
         }
-        _ => catalog.view(&user.consumer),
+        _ => match parts.extensions.get::<SharedFrontProxy>() {
+            Some(SharedFrontProxy(consumers)) => catalog.union_view(&user.consumer, consumers),
+            None => catalog.view(&user.consumer),
+        },
     });
     if let Some(response) = crate::documents::serve(&view, &path, &parts.headers) {
         return response;

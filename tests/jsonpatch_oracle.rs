@@ -32,10 +32,10 @@
 //! rerunning the case makes Go give bindery's answer.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::SystemTime;
+
+#[path = "oracles/runner.rs"]
+mod runner;
 
 use bindery::wire::json;
 use bindery::wire::patch::{PatchError, apply_json_patch, apply_merge_patch};
@@ -50,109 +50,21 @@ const RERUNS: usize = 64;
 
 // ---- the oracle ----
 
-fn go_binary() -> PathBuf {
-    let candidates = [
-        Some(PathBuf::from("go")),
-        std::env::var_os("GOROOT").map(|root| Path::new(&root).join("bin/go")),
-        Some(PathBuf::from("/usr/local/go/bin/go")),
-    ];
-    for go in candidates.into_iter().flatten() {
-        if Command::new(&go)
-            .arg("version")
-            .output()
-            .is_ok_and(|out| out.status.success())
-        {
-            return go;
-        }
-    }
-    panic!(
-        "jsonpatch oracle: no Go toolchain found (tried `go` on PATH, $GOROOT/bin/go, \
-         /usr/local/go/bin/go); this test needs Go to build tests/oracles/jsonpatch"
-    );
-}
-
-fn modified(path: &Path) -> SystemTime {
-    std::fs::metadata(path)
-        .and_then(|m| m.modified())
-        .unwrap_or_else(|e| panic!("jsonpatch oracle: {}: {e}", path.display()))
-}
-
-/// Builds the oracle unless its binary is newer than its sources.
+/// The oracle, built when its sources changed.
 fn oracle() -> PathBuf {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracles/jsonpatch");
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .expect("the target directory")
-        .join("oracles");
-    let binary = dir.join("jsonpatch");
-    let newest_source = ["main.go", "go.mod", "go.sum"]
-        .iter()
-        .map(|f| modified(&source.join(f)))
-        .max()
-        .expect("sources");
-    if binary.exists() && modified(&binary) > newest_source {
-        return binary;
-    }
-    std::fs::create_dir_all(&dir).expect("create the oracles directory");
-    let partial = dir.join(format!("jsonpatch.{}.partial", std::process::id()));
-    let out = Command::new(go_binary())
-        .args(["build", "-o"])
-        .arg(&partial)
-        .arg(".")
-        .current_dir(&source)
-        .env("GOFLAGS", "-mod=readonly -buildvcs=false")
-        .env("GOTOOLCHAIN", "local")
-        // encoding/json as kube-apiserver v1.34 is built with it, not the
-        // experimental v2-backed one.
-        .env("GOEXPERIMENT", "")
-        .output()
-        .unwrap_or_else(|e| panic!("jsonpatch oracle: cannot run go build: {e}"));
-    assert!(
-        out.status.success(),
-        "jsonpatch oracle: go build failed in {}:\n{}{}",
-        source.display(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::rename(&partial, &binary).expect("move the oracle into place");
-    binary
+    runner::build(
+        "jsonpatch",
+        "gopkg.in/evanphx/json-patch.v4 v4.12.0 in the module cache, or a module proxy",
+    )
 }
 
 /// Runs the oracle once over all lines; one answer per line.
 fn run_oracle(binary: &Path, lines: &[String]) -> Vec<Value> {
-    let mut child = Command::new(binary)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap_or_else(|e| panic!("jsonpatch oracle: cannot run {}: {e}", binary.display()));
-    let mut stdin = child.stdin.take().expect("stdin");
-    let input: Vec<u8> = lines
-        .iter()
-        .flat_map(|l| [l.as_bytes(), b"\n"].concat())
-        .collect();
-    let writer = std::thread::spawn(move || {
-        stdin.write_all(&input).expect("write to the oracle");
-    });
-    let answers: Vec<Value> = BufReader::new(child.stdout.take().expect("stdout"))
-        .lines()
-        .map(|line| {
-            let line = line.expect("read from the oracle");
-            // bindery's decoder: Go's numbers, int64 or float64.
-            json::decode(line.as_bytes())
-                .unwrap_or_else(|e| panic!("jsonpatch oracle: bad answer {line}: {e}"))
-                .value
-        })
-        .collect();
-    writer.join().expect("writer");
-    let status = child.wait().expect("wait for the oracle");
-    assert!(status.success(), "jsonpatch oracle: exited with {status}");
-    assert_eq!(
-        answers.len(),
-        lines.len(),
-        "jsonpatch oracle: one answer per case"
-    );
-    answers
+    runner::run("jsonpatch", binary, lines, |line| {
+        json::decode(line.as_bytes())
+            .map(|d| d.value)
+            .map_err(|e| e.to_string())
+    })
 }
 
 // ---- the patch's text, as the module assumes clients write it ----

@@ -29,10 +29,10 @@
 //! the cases drew, to see which paths of the parsers they reach.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::SystemTime;
+
+#[path = "oracles/runner.rs"]
+mod runner;
 
 use bindery::wire::selector::{parse_field_selector, parse_label_selector};
 use proptest::prelude::*;
@@ -44,106 +44,19 @@ const FIELD_CASES: usize = 2000;
 
 // ---- the oracle ----
 
-fn go_binary() -> PathBuf {
-    let candidates = [
-        Some(PathBuf::from("go")),
-        std::env::var_os("GOROOT").map(|root| Path::new(&root).join("bin/go")),
-        Some(PathBuf::from("/usr/local/go/bin/go")),
-    ];
-    for go in candidates.into_iter().flatten() {
-        if Command::new(&go)
-            .arg("version")
-            .output()
-            .is_ok_and(|out| out.status.success())
-        {
-            return go;
-        }
-    }
-    panic!(
-        "selectors oracle: no Go toolchain found (tried `go` on PATH, $GOROOT/bin/go, \
-         /usr/local/go/bin/go); this test needs Go to build tests/oracles/selectors"
-    );
-}
-
-fn modified(path: &Path) -> SystemTime {
-    std::fs::metadata(path)
-        .and_then(|m| m.modified())
-        .unwrap_or_else(|e| panic!("selectors oracle: {}: {e}", path.display()))
-}
-
-/// Builds the oracle unless its binary is newer than its sources.
+/// The oracle, built when its sources changed.
 fn oracle() -> PathBuf {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracles/selectors");
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .expect("the target directory")
-        .join("oracles");
-    let binary = dir.join("selectors");
-    let newest_source = ["main.go", "go.mod", "go.sum"]
-        .iter()
-        .map(|f| modified(&source.join(f)))
-        .max()
-        .expect("sources");
-    if binary.exists() && modified(&binary) > newest_source {
-        return binary;
-    }
-    std::fs::create_dir_all(&dir).expect("create the oracles directory");
-    let partial = dir.join(format!("selectors.{}.partial", std::process::id()));
-    let out = Command::new(go_binary())
-        .args(["build", "-o"])
-        .arg(&partial)
-        .arg(".")
-        .current_dir(&source)
-        .env("GOFLAGS", "-mod=readonly -buildvcs=false")
-        .env("GOTOOLCHAIN", "local")
-        .env("GOEXPERIMENT", "")
-        .output()
-        .unwrap_or_else(|e| panic!("selectors oracle: cannot run go build: {e}"));
-    assert!(
-        out.status.success(),
-        "selectors oracle: go build failed in {} (it needs k8s.io/apimachinery v0.34.10 \
-         and its dependencies in the module cache, or a module proxy):\n{}{}",
-        source.display(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::rename(&partial, &binary).expect("move the oracle into place");
-    binary
+    runner::build(
+        "selectors",
+        "it needs k8s.io/apimachinery v0.34.10 and its dependencies in the module cache, or a module proxy",
+    )
 }
 
 /// Runs the oracle once over all lines; one answer per line.
 fn run_oracle(binary: &Path, lines: &[String]) -> Vec<Value> {
-    let mut child = Command::new(binary)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap_or_else(|e| panic!("selectors oracle: cannot run {}: {e}", binary.display()));
-    let mut stdin = child.stdin.take().expect("stdin");
-    let input: Vec<u8> = lines
-        .iter()
-        .flat_map(|l| [l.as_bytes(), b"\n"].concat())
-        .collect();
-    let writer = std::thread::spawn(move || {
-        stdin.write_all(&input).expect("write to the oracle");
-    });
-    let answers: Vec<Value> = BufReader::new(child.stdout.take().expect("stdout"))
-        .lines()
-        .map(|line| {
-            let line = line.expect("read from the oracle");
-            serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("selectors oracle: bad answer {line}: {e}"))
-        })
-        .collect();
-    writer.join().expect("writer");
-    let status = child.wait().expect("wait for the oracle");
-    assert!(status.success(), "selectors oracle: exited with {status}");
-    assert_eq!(
-        answers.len(),
-        lines.len(),
-        "selectors oracle: one answer per case"
-    );
-    answers
+    runner::run("selectors", binary, lines, |line| {
+        serde_json::from_str(line).map_err(|e| e.to_string())
+    })
 }
 
 // ---- cases ----

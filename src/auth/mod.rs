@@ -38,6 +38,11 @@ pub struct RequestUser {
     pub extra: BTreeMap<String, Vec<String>>,
 }
 
+/// The consumers sharing the front proxy of a discovery request that named
+/// none of them: its answer shows what any of them serves.
+#[derive(Clone, Debug)]
+pub struct SharedFrontProxy(pub Vec<ConsumerId>);
+
 /// An authenticated caller of a consumer's endpoints.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct User {

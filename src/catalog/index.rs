@@ -241,6 +241,21 @@ impl Catalog {
         self.view_where(consumer, |_, _| true)
     }
 
+    /// What `consumer` or any of `others` serves, for discovery only: each
+    /// resource once, from the first consumer that serves it.
+    pub fn union_view(&self, consumer: &ConsumerId, others: &[ConsumerId]) -> ConsumerView {
+        let mut union = self.view(consumer);
+        for view in others.iter().map(|other| self.view(other)) {
+            for resource in view.resources {
+                let bound = &resource.bound;
+                if union.find(&bound.group, &bound.resource).is_none() {
+                    union.resources.push(resource);
+                }
+            }
+        }
+        union
+    }
+
     /// [`Self::view`] narrowed to one resource: what a resource request
     /// needs, without building the consumer's other bindings.
     pub fn resource_view(
@@ -417,6 +432,33 @@ mod tests {
         let gone = bound(&catalog);
         assert_eq!(gone.namespaces.to_provider("team"), "kube-bind-c1-team");
         assert_eq!(gone.translation_key(), none.translation_key());
+    }
+
+    #[test]
+    fn a_union_view_serves_each_resource_once_first_consumer_first() {
+        let mut catalog = Catalog::new("kube-bind-");
+        catalog.set_schemas([
+            schema("kube-bind-c1", "widgets"),
+            schema("kube-bind-c2", "widgets"),
+            schema("kube-bind-c2", "gadgets"),
+        ]);
+        catalog.set_exports([
+            export("kube-bind-c1", "w", "2026-01-01", Some(b"1")),
+            export("kube-bind-c2", "w", "2026-01-01", Some(b"2")),
+        ]);
+        let id = |name| ConsumerId::parse(name).unwrap();
+        let (c1, c2, c3) = (id("c1"), id("c2"), id("c3"));
+        let union = catalog.union_view(&c3, &[c1.clone(), c2.clone()]);
+        let plurals: Vec<&str> = union
+            .resources
+            .iter()
+            .map(|r| r.bound.resource.as_str())
+            .collect();
+        assert_eq!(plurals.len(), catalog.view(&c2).resources.len());
+        let widgets = union.find("example.com", "widgets").unwrap();
+        assert_eq!(widgets.bound.identity, IdentityHash::of_secret(b"1"));
+        assert_eq!(union.consumer, c3);
+        assert!(catalog.union_view(&c3, &[]).resources.is_empty());
     }
 
     #[test]

@@ -7,7 +7,8 @@
 use crate::status::ApiError;
 use crate::upstream::BoxBody;
 use crate::wire::accept::{self, Media};
-use crate::wire::query::{self, Query, go_quote};
+use crate::wire::go_quote::go_quote;
+use crate::wire::query::{self, Query};
 use crate::wire::{protobuf, yaml};
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode};

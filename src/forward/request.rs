@@ -98,6 +98,11 @@ impl ApiRequest {
             resource: incoming.resource,
             kind: incoming.kind,
         };
+        let expected = body::Expected {
+            group: &incoming.resource.group,
+            version: &incoming.resource.version,
+            kind: incoming.kind,
+        };
         let (options, output) = match verb {
             // Lists read and validate their query before they negotiate.
             Verb::List | Verb::Watch => {
@@ -114,8 +119,7 @@ impl ApiRequest {
                 let media = body::object_media(content_type)?;
                 let options = WriteOptions::parse(&query, false);
                 validate::write_options(&options, Write::Create)?;
-                let decoded =
-                    body::object(media, incoming.body, incoming.kind, options.validation())?;
+                let decoded = body::object(media, incoming.body, expected, options.validation())?;
                 checks.create(&decoded.value)?;
                 warnings = decoded.warnings;
                 body = Some(Body::Object(decoded.value));
@@ -126,8 +130,7 @@ impl ApiRequest {
                 let options = WriteOptions::parse(&query, false);
                 validate::write_options(&options, Write::Update)?;
                 let media = body::object_media(content_type)?;
-                let decoded =
-                    body::object(media, incoming.body, incoming.kind, options.validation())?;
+                let decoded = body::object(media, incoming.body, expected, options.validation())?;
                 checks.update(&decoded.value)?;
                 warnings = decoded.warnings;
                 body = Some(Body::Object(decoded.value));

@@ -20,7 +20,9 @@ use super::gate::{Check, GateLayer};
 use super::layers::REQUEST_ID;
 use crate::aggregation::consumer_of_server_name;
 use crate::auth::provider::ProviderUsers;
-use crate::auth::{Authenticator, Outcome, PeerCertificate, ProviderUser, Refusal, User};
+use crate::auth::{
+    Authenticator, Outcome, PeerCertificate, ProviderUser, Refusal, SharedFrontProxy, User,
+};
 use crate::bind::routes::{BindRoute, Credential};
 use crate::bind::sessions::Sessions;
 use crate::forward::encode::ErrorForm;
@@ -148,11 +150,14 @@ impl Authentication {
     /// Without a server name naming the consumer (kube-aggregator's
     /// availability checks before Kubernetes 1.36 send none), the front-proxy
     /// certificate tells: the one consumer whose registered CA verifies it.
-    /// Several consumers may share an app cluster's CA; then only discovery,
-    /// which shows no objects, is answered, for the first of them.
+    /// Several consumers may share an app cluster's CA (the same cluster
+    /// registered more than once); then only discovery, which shows no
+    /// objects, is answered: for the first of them, with what all of them
+    /// serve ([`SharedFrontProxy`]), since the aggregator cannot say which
+    /// one it asks for.
     fn consumer_by_certificate<B>(
         &self,
-        request: &Request<B>,
+        request: &mut Request<B>,
         path: &ApiPath,
     ) -> Option<ConsumerId> {
         let peer = request.extensions().get::<PeerCertificate>()?;
@@ -161,6 +166,7 @@ impl Authentication {
             .iter()
             .flat_map(|a| a.consumers_of(peer))
             .collect();
+        candidates.sort_by(|a, b| a.as_str().cmp(b.as_str()));
         candidates.dedup();
         let discovery = matches!(
             path,
@@ -172,7 +178,13 @@ impl Authentication {
         );
         match candidates.len() {
             1 => candidates.pop(),
-            n if n > 1 && discovery => candidates.into_iter().next(),
+            n if n > 1 && discovery => {
+                let first = candidates[0].clone();
+                request
+                    .extensions_mut()
+                    .insert(SharedFrontProxy(candidates));
+                Some(first)
+            }
             _ => None,
         }
     }

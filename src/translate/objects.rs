@@ -26,9 +26,12 @@ pub fn object_down(
     let Some(object) = object.as_object_mut() else {
         return Ok(());
     };
-    let metadata = object
-        .entry("metadata")
-        .or_insert_with(|| Value::Object(Map::new()));
+    // A `null` metadata is read by Go as none at all.
+    let metadata = object.entry("metadata").or_insert(Value::Null);
+    if metadata.is_null() {
+        *metadata = Value::Object(Map::new());
+    }
+    // Any other shape is left for the provider to refuse as Go refuses it.
     let Some(metadata) = metadata.as_object_mut() else {
         return Ok(());
     };
@@ -76,11 +79,12 @@ pub fn metadata_down(
 }
 
 /// Sets the export's identity labels, keeping the consumer's own labels.
+/// Labels that are not a map (nor `null`, which Go reads as none) are left
+/// as they are: the provider refuses them as kube-apiserver refuses them,
+/// and nothing without the identity is stored.
 pub fn stamp_labels(bound: &BoundResource, metadata: &mut Map<String, Value>) {
-    let labels = metadata
-        .entry("labels")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !labels.is_object() {
+    let labels = metadata.entry("labels").or_insert(Value::Null);
+    if labels.is_null() {
         *labels = Value::Object(Map::new());
     }
     if let Some(labels) = labels.as_object_mut() {
@@ -216,6 +220,28 @@ mod tests {
             json!({"apiVersion": "example.com/v1", "kind": "Widget",
                 "metadata": {"name": "a", "namespace": "ns", "labels": {"app": "x"}}})
         );
+    }
+
+    #[test]
+    fn null_metadata_and_labels_are_read_as_none_and_stamped() {
+        let w = widgets();
+        for mut object in [
+            json!({"metadata": null}),
+            json!({"metadata": {"name": "a", "labels": null}}),
+        ] {
+            object_down(&w, &mut object, true).unwrap();
+            assert_eq!(object["metadata"]["labels"]["bindery.dev/consumer"], "c1");
+        }
+    }
+
+    #[test]
+    fn labels_that_are_not_a_map_are_left_for_the_provider_to_refuse() {
+        let w = widgets();
+        for labels in [json!("x"), json!([]), json!(1)] {
+            let mut object = json!({"metadata": {"name": "a", "labels": labels.clone()}});
+            object_down(&w, &mut object, true).unwrap();
+            assert_eq!(object["metadata"]["labels"], labels);
+        }
     }
 
     #[test]

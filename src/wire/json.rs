@@ -669,6 +669,40 @@ fn decode_rune(bytes: &[u8]) -> Option<(char, usize)> {
     text.chars().next().map(|c| (c, width))
 }
 
+/// JSON as Go's `json.Marshal` writes a map: compact, keys sorted, and
+/// `<`, `>`, `&`, U+2028 and U+2029 escaped. `FieldsV1` holds these bytes, and
+/// kube-apiserver quotes them in some errors.
+pub fn go_marshal(value: &Value) -> Vec<u8> {
+    fn sorted(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                Value::Object(
+                    keys.into_iter()
+                        .map(|k| (k.clone(), sorted(&map[k])))
+                        .collect(),
+                )
+            }
+            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    let text = serde_json::to_string(&sorted(value)).expect("a JSON value serializes");
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
+    }
+    out.into_bytes()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,8 @@
 
 pub mod accept;
 pub mod body;
+pub mod go_quote;
+pub mod gogo;
 pub mod json;
 pub mod patch;
 pub mod protobuf;

@@ -407,7 +407,7 @@ fn managed_fields_entry(value: &Value) -> Result<ManagedFieldsEntry, ProtobufErr
         fields_v1: match value.get("fieldsV1") {
             None | Some(Value::Null) => None,
             Some(fields) => Some(FieldsV1 {
-                raw: Some(go_compact_json(fields)),
+                raw: Some(super::json::go_marshal(fields)),
             }),
         },
         subresource: str_at(value, "subresource"),
@@ -535,39 +535,6 @@ fn list_of<T>(
         Some(Value::Array(items)) => items.iter().map(each).collect(),
         Some(_) => Err(shape("list", "not a list")),
     }
-}
-
-/// JSON as Go's `json.Marshal` writes a map: compact, keys sorted, and
-/// `<`, `>`, `&`, U+2028 and U+2029 escaped. `FieldsV1` holds these bytes.
-fn go_compact_json(value: &Value) -> Vec<u8> {
-    fn sorted(value: &Value) -> Value {
-        match value {
-            Value::Object(map) => {
-                let mut keys: Vec<&String> = map.keys().collect();
-                keys.sort();
-                Value::Object(
-                    keys.into_iter()
-                        .map(|k| (k.clone(), sorted(&map[k])))
-                        .collect(),
-                )
-            }
-            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
-            other => other.clone(),
-        }
-    }
-    let text = serde_json::to_string(&sorted(value)).expect("a JSON value serializes");
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '<' => out.push_str("\\u003c"),
-            '>' => out.push_str("\\u003e"),
-            '&' => out.push_str("\\u0026"),
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            c => out.push(c),
-        }
-    }
-    out.into_bytes()
 }
 
 // ---- decoding: bytes in, kube-apiserver's JSON out ----

@@ -14,6 +14,7 @@
 //!   `watch=yes`, `watch=2` and a bare `watch` are watches;
 //! - an integer is Go's `strconv.ParseInt(v, 10, 64)`, so `limit=` is a 400.
 
+use super::go_quote::go_quote;
 use super::selector;
 use crate::status::ApiError;
 
@@ -111,38 +112,6 @@ pub fn go_int64(value: &str) -> Result<i64, ApiError> {
     value
         .parse::<i64>()
         .map_err(|_| error("value out of range"))
-}
-
-/// Go's `strconv.Quote`, for messages that quote caller input.
-pub fn go_quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            c if c.is_control() || (c.is_whitespace() && c != ' ') || c == '\u{ad}' => {
-                if (c as u32) < 0x10000 {
-                    out.push_str(&format!("\\u{:04x}", c as u32));
-                } else {
-                    out.push_str(&format!("\\U{:08x}", c as u32));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// Go's `time.ParseDuration`, with its error text.
@@ -752,14 +721,6 @@ mod tests {
         assert_eq!(
             timeout(&Query::parse(Some("timeout=5s"))).unwrap(),
             Some("5s".into())
-        );
-    }
-
-    #[test]
-    fn quoting_is_gos() {
-        assert_eq!(
-            go_quote("a\"b\\c\n\u{1}\u{a0}é"),
-            r#""a\"b\\c\n\x01\u00a0é""#
         );
     }
 

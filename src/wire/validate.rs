@@ -6,7 +6,8 @@
 //! Pure.
 
 use super::body::PatchType;
-use super::query::{ListOptions, WriteOptions, go_quote};
+use super::go_quote::go_quote;
+use super::query::{ListOptions, WriteOptions};
 use crate::status::ApiError;
 use serde_json::{Value, json};
 

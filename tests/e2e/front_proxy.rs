@@ -244,3 +244,68 @@ fn another_app_clusters_front_proxy_certificate_is_refused() {
     );
     assert_ne!(code, 401, "{body}");
 }
+
+/// The user kube-aggregator's availability checks send as.
+const AGGREGATOR: [&str; 2] = [
+    "X-Remote-User: system:kube-aggregator",
+    "X-Remote-Group: system:masters",
+];
+
+/// GET `path` at bindery's aggregated paths (no server name, as
+/// kube-aggregator before 1.36 sends) as the app cluster's front proxy
+/// speaking for kube-aggregator.
+fn aggregated_get(path: &str) -> (u16, String) {
+    let (cert, key) = front_proxy_cert();
+    let output = std::process::Command::new("curl")
+        .args(["-sk", "-w", "\n%{http_code}"])
+        .args(AGGREGATOR.iter().flat_map(|header| ["-H", header]))
+        .arg("--cert")
+        .arg(&cert)
+        .arg("--key")
+        .arg(&key)
+        .arg(format!("{}{path}", crate::bindery::bindery().url))
+        .output()
+        .expect("curl runs");
+    let text = String::from_utf8_lossy(&output.stdout).to_string();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.parse().unwrap_or(0), body.to_string())
+}
+
+#[test]
+fn discovery_for_an_app_cluster_registered_twice_shows_what_either_serves() {
+    let export = bound_export("fp-twice");
+    // The same app cluster registered again, for a consumer that binds
+    // nothing and whose name sorts before every other.
+    let id = unique_name("0twice");
+    let namespace = format!("kube-bind-{id}");
+    clusters()
+        .provider
+        .kubectl(&["create", "namespace", &namespace]);
+    let twice = Export {
+        name: String::new(),
+        consumer: crate::bindery::bindery().endpoint(&id),
+        namespace,
+    };
+    register(&twice, &clusters().app.pki.front_proxy_ca());
+    let (cert, key) = front_proxy_cert();
+    eventually(&twice, "/apis", (&cert, &key), &AGGREGATOR, 200);
+    eventually(
+        &export,
+        "/apis/db.example.com/v1",
+        (&cert, &key),
+        &AGGREGATOR,
+        200,
+    );
+
+    // kube-aggregator's availability check and its discovery both name no
+    // consumer: they see what any registration of the cluster serves.
+    let (code, body) = aggregated_get("/apis/db.example.com/v1");
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("\"postgresqlinstances\""), "{body}");
+    let (code, body) = aggregated_get("/apis");
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("db.example.com"), "{body}");
+    // Objects are another matter: which consumer's they are cannot be told.
+    let (code, body) = aggregated_get(&list_path("default"));
+    assert_eq!(code, 401, "{body}");
+}

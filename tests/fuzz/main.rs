@@ -385,8 +385,8 @@ async fn one(shared: &Shared, rng: &mut hostile::Rng, door: &mut Door) {
         let reference_path = format!("{base}{}", request.path);
         if let Some(difference) = differs(reference, &request, &reference_path, &answer).await {
             shared.findings.lock().unwrap().differences.push(format!(
-                "{}: {} {path}: {difference}",
-                door.name, request.method
+                "{}: {} {path} {:?} {:.200}: {difference}",
+                door.name, request.method, request.headers, body
             ));
         }
     }
@@ -423,8 +423,13 @@ async fn differs(
         .send(request.method, path, &request.headers, &request.body)
         .await
         .ok()?;
-    // A deadline either side met is timing, not form.
-    if direct.status == 504 || answer.status == 504 {
+    // A deadline either side met is timing, not form; a conflict is the
+    // state of an object (a precondition, a resourceVersion), which differs
+    // between the provider and the reference.
+    if [direct.status, answer.status]
+        .iter()
+        .any(|status| *status == 504 || *status == 409)
+    {
         return None;
     }
     if !FORM.contains(&direct.status) && !FORM.contains(&answer.status) {

@@ -77,7 +77,7 @@ impl ApiError {
     pub fn object_not_found(group: &str, resource: &str, name: &str) -> Self {
         let qualified = qualified(group, resource);
         Self::new(404, "NotFound", format!("{qualified} \"{name}\" not found"))
-            .with_details(json!({"name": name, "group": group, "kind": resource}))
+            .with_details(details(Some(name), group, resource))
     }
 
     /// `400 BadRequest`.
@@ -93,7 +93,21 @@ impl ApiError {
             "MethodNotAllowed",
             format!("{verb} is not supported on resources of kind \"{qualified}\""),
         )
-        .with_details(json!({"group": group, "kind": resource}))
+        .with_details(details(None, group, resource))
+    }
+
+    /// `409 Conflict` for a write to an object that changed since it was
+    /// read, as kube-apiserver's `NewConflict` words its optimistic lock.
+    pub fn conflict(group: &str, resource: &str, name: &str) -> Self {
+        let qualified = qualified(group, resource);
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {qualified} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+            ),
+        )
+        .with_details(details(Some(name), group, resource))
     }
 
     /// `406 NotAcceptable`, as kube-apiserver's negotiation refuses.
@@ -110,6 +124,27 @@ impl ApiError {
                 "the body of the request was in an unknown format - accepted media types include: {accepted}"
             ),
         )
+    }
+
+    /// go-restful's `406`, which it answers for a built-in kind before
+    /// kube-apiserver's handler runs, when no media type the route produces
+    /// is in the Accept header.
+    pub fn route_not_acceptable(available: &[&str]) -> Self {
+        Self::new(
+            406,
+            "NotAcceptable",
+            format!(
+                "406: Not Acceptable\n\nAvailable representations: {}",
+                available.join(", ")
+            ),
+        )
+        .with_details(json!({}))
+    }
+
+    /// go-restful's `415`, for a Content-Type the route does not consume.
+    pub fn route_unsupported_media_type() -> Self {
+        Self::new(415, "UnsupportedMediaType", "415: Unsupported Media Type")
+            .with_details(json!({}))
     }
 
     /// `413 RequestEntityTooLarge`.
@@ -207,6 +242,20 @@ impl ApiError {
     }
 }
 
+/// `StatusDetails` naming a resource (and object): Go omits an empty group
+/// (the core group's), as it omits every empty field of them.
+fn details(name: Option<&str>, group: &str, kind: &str) -> Value {
+    let mut details = serde_json::Map::new();
+    if let Some(name) = name {
+        details.insert("name".into(), json!(name));
+    }
+    if !group.is_empty() {
+        details.insert("group".into(), json!(group));
+    }
+    details.insert("kind".into(), json!(kind));
+    Value::Object(details)
+}
+
 fn qualified(group: &str, resource: &str) -> String {
     if group.is_empty() {
         resource.to_string()
@@ -229,6 +278,21 @@ mod tests {
                 "message": "widgets.example.com \"zz\" not found", "reason": "NotFound",
                 "details": {"name": "zz", "group": "example.com", "kind": "widgets"}, "code": 404
             })
+        );
+    }
+
+    /// On main, the core group's details carried `"group": ""`.
+    #[test]
+    fn the_core_groups_details_have_no_group() {
+        let status = ApiError::object_not_found("", "configmaps", "x").to_status();
+        assert_eq!(
+            status["details"],
+            json!({"name": "x", "kind": "configmaps"})
+        );
+        let status = ApiError::conflict("", "configmaps", "x").to_status();
+        assert_eq!(
+            status["details"],
+            json!({"name": "x", "kind": "configmaps"})
         );
     }
 

@@ -440,6 +440,21 @@ pub fn status_up(view: &dyn View, value: &Value) -> Option<Value> {
     Some(Value::Object(status))
 }
 
+/// An upstream's `Warning` headers (`299 - "text"`), their text in the
+/// caller's terms; headers of another form are dropped.
+pub fn warnings_up(view: &dyn View, headers: &http::HeaderMap) -> Vec<String> {
+    headers
+        .get_all(http::header::WARNING)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .filter_map(|header| {
+            let quoted = header.splitn(3, ' ').nth(2)?;
+            serde_json::from_str::<String>(quoted).ok()
+        })
+        .map(|text| view.text_up(&text))
+        .collect()
+}
+
 /// One watch event in the caller's terms; `None` drops it (an object the
 /// caller may not see, or an event this does not read).
 pub fn event_up(view: &dyn View, shape: &Shape, event: Value) -> Option<Value> {
@@ -669,6 +684,22 @@ mod tests {
         );
         let garbage = answer_up(&Mine, &shape(Expected::Object), 200, b"\x00garbage");
         assert_eq!(garbage, Err(Refused::Unreadable));
+    }
+
+    #[test]
+    fn warnings_are_read_as_text_in_the_callers_terms() {
+        let mut headers = http::HeaderMap::new();
+        for value in [
+            r#"299 - "unknown field \"spec.x\" in p-ns""#,
+            "299 - unquoted",
+            r#"299 - "deprecated""#,
+        ] {
+            headers.append(http::header::WARNING, value.parse().unwrap());
+        }
+        assert_eq!(
+            warnings_up(&Mine, &headers),
+            [r#"unknown field "spec.x" in ns"#, "deprecated"]
+        );
     }
 
     #[test]

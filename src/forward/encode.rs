@@ -54,6 +54,22 @@ pub fn add_warnings(response: &mut Response<BoxBody>, warnings: &[String]) {
     }
 }
 
+/// Why a request is answered with an error.
+#[derive(Debug)]
+pub enum Failure {
+    /// bindery's own refusal.
+    Api(ApiError),
+    /// The upstream's, rebuilt in the caller's terms: its HTTP status and
+    /// Status.
+    Upstream(u16, Value),
+}
+
+impl From<ApiError> for Failure {
+    fn from(error: ApiError) -> Self {
+        Failure::Api(error)
+    }
+}
+
 /// How a request wants its errors: from its Accept header, and whether a
 /// JSON Status is indented (`?pretty`, or a curl-like User-Agent).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,6 +113,14 @@ impl ErrorForm {
         }
     }
 
+    /// The response for a failure, bindery's or the upstream's.
+    pub fn failure(self, failure: &Failure) -> Response<BoxBody> {
+        match failure {
+            Failure::Api(error) => self.error(error),
+            Failure::Upstream(code, status) => self.status(*code, status),
+        }
+    }
+
     /// The response for one of bindery's own errors.
     pub fn error(self, error: &ApiError) -> Response<BoxBody> {
         if error.plain_text {
@@ -117,6 +141,17 @@ pub fn event(event: &Value, media: Media) -> Option<Bytes> {
             Some(Bytes::from(line))
         }
     }
+}
+
+/// A watch stream's response: `body`, events encoded in `media`.
+pub fn watch_response(status: StatusCode, body: BoxBody, media: Media) -> Response<BoxBody> {
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static(watch_content_type(media)),
+    );
+    response
 }
 
 /// The Content-Type of a watch stream in `media`.

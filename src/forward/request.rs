@@ -7,10 +7,11 @@
 use crate::route::{ResourceRequest, Verb};
 use crate::status::ApiError;
 use crate::wire::accept::{self, Output, Target};
-use crate::wire::body::{self, PatchType};
+use crate::wire::body::{self, ObjectMedia, PatchType, Rules};
 use crate::wire::query::{
     self, DeleteOptions, GetOptions, ListOptions, Query, TableOptions, WriteOptions,
 };
+use crate::wire::restful;
 use crate::wire::validate::{self, Write};
 use serde_json::Value;
 
@@ -32,6 +33,11 @@ pub enum Options {
 pub enum Body {
     Object(Value),
     Patch(PatchType, Value),
+    /// A built-in kind's object in protobuf, which bindery cannot decode
+    /// (it knows no built-in kind's schema). It is never sent as a write:
+    /// only a dry run of it, whose answer (the object it would make, in
+    /// JSON) is what bindery reads, checks and sends.
+    Protobuf(Vec<u8>),
 }
 
 /// A resource request, read.
@@ -69,10 +75,20 @@ pub struct Incoming<'a> {
 }
 
 impl ApiRequest {
-    /// Reads `incoming`, in the order kube-apiserver checks each verb's
-    /// parts (its `create.go`, `update.go`, `patch.go`, `delete.go`,
-    /// `get.go`). `None` for a method no resource serves.
+    /// Reads `incoming`, a request for a custom resource, in the order
+    /// kube-apiserver checks each verb's parts (its `create.go`,
+    /// `update.go`, `patch.go`, `delete.go`, `get.go`). `None` for a method
+    /// no resource serves.
     pub fn parse(incoming: &Incoming<'_>) -> Result<Option<Self>, ApiError> {
+        Self::parse_with(incoming, Rules::CustomResource)
+    }
+
+    /// Reads `incoming` by `rules`: for a built-in kind, go-restful's route
+    /// checks come before the handler's ([`crate::wire::restful`]), and its
+    /// bodies are read as a built-in kind's ([`crate::wire::body`]). The
+    /// checks only the kind's schema can make (its version, its fields)
+    /// are the upstream's, made on what bindery encoded.
+    pub fn parse_with(incoming: &Incoming<'_>, rules: Rules) -> Result<Option<Self>, ApiError> {
         let query = Query::parse(incoming.query);
         let Some(verb) = Verb::of(
             incoming.method,
@@ -87,6 +103,9 @@ impl ApiRequest {
         };
         let accept = header(http::header::ACCEPT);
         let content_type = header(http::header::CONTENT_TYPE);
+        if rules == Rules::BuiltIn {
+            restful::check(verb, content_type, accept)?;
+        }
         let negotiate = || match verb {
             Verb::Watch => accept::watch_output(accept),
             _ => accept::output(accept),
@@ -97,11 +116,19 @@ impl ApiRequest {
         let checks = ObjectChecks {
             resource: incoming.resource,
             kind: incoming.kind,
+            rules,
         };
         let expected = body::Expected {
             group: &incoming.resource.group,
             version: &incoming.resource.version,
             kind: incoming.kind,
+        };
+        let object = |media, validation| match (media, rules) {
+            (ObjectMedia::Protobuf, Rules::BuiltIn) => {
+                Ok((Body::Protobuf(incoming.body.to_vec()), Vec::new()))
+            }
+            _ => body::object(media, incoming.body, expected, validation, rules)
+                .map(|decoded| (Body::Object(decoded.value), decoded.warnings)),
         };
         let (options, output) = match verb {
             // Lists read and validate their query before they negotiate.
@@ -119,10 +146,10 @@ impl ApiRequest {
                 let media = body::object_media(content_type)?;
                 let options = WriteOptions::parse(&query, false);
                 validate::write_options(&options, Write::Create)?;
-                let decoded = body::object(media, incoming.body, expected, options.validation())?;
-                checks.create(&decoded.value)?;
-                warnings = decoded.warnings;
-                body = Some(Body::Object(decoded.value));
+                let (decoded, warned) = object(media, options.validation())?;
+                checks.create(&decoded)?;
+                warnings = warned;
+                body = Some(decoded);
                 (Options::Create(options), output)
             }
             Verb::Update => {
@@ -130,15 +157,15 @@ impl ApiRequest {
                 let options = WriteOptions::parse(&query, false);
                 validate::write_options(&options, Write::Update)?;
                 let media = body::object_media(content_type)?;
-                let decoded = body::object(media, incoming.body, expected, options.validation())?;
-                checks.update(&decoded.value)?;
-                warnings = decoded.warnings;
-                body = Some(Body::Object(decoded.value));
+                let (decoded, warned) = object(media, options.validation())?;
+                checks.update(&decoded)?;
+                warnings = warned;
+                body = Some(decoded);
                 (Options::Update(options), output)
             }
             Verb::Patch => {
                 // The patch's type is checked before anything else.
-                let patch_type = PatchType::of(content_type)?;
+                let patch_type = PatchType::of(content_type, rules)?;
                 let output = negotiate()?;
                 let options = WriteOptions::parse(&query, true);
                 validate::write_options(&options, Write::Patch(patch_type))?;
@@ -210,10 +237,16 @@ pub fn deadline(verb: Verb, query: &Query) -> Result<Option<String>, ApiError> {
 struct ObjectChecks<'a> {
     resource: &'a ResourceRequest,
     kind: &'a str,
+    rules: Rules,
 }
 
 impl ObjectChecks<'_> {
+    /// A built-in kind's version is checked by its decoder, which knows
+    /// the versions it has (the upstream's, on what bindery sends).
     fn api_version(&self, object: &Value, update: bool) -> Result<(), ApiError> {
+        if self.rules == Rules::BuiltIn {
+            return Ok(());
+        }
         let expected = if self.resource.group.is_empty() {
             self.resource.version.clone()
         } else {
@@ -249,13 +282,20 @@ impl ObjectChecks<'_> {
         }
     }
 
-    fn create(&self, object: &Value) -> Result<(), ApiError> {
+    /// A protobuf body is checked by the upstream, which decodes it.
+    fn create(&self, body: &Body) -> Result<(), ApiError> {
+        let Body::Object(object) = body else {
+            return Ok(());
+        };
         self.api_version(object, false)?;
         self.namespace(object)
     }
 
     /// And `checkName`: the object's name is the URL's.
-    fn update(&self, object: &Value) -> Result<(), ApiError> {
+    fn update(&self, body: &Body) -> Result<(), ApiError> {
+        let Body::Object(object) = body else {
+            return Ok(());
+        };
         self.api_version(object, true)?;
         self.namespace(object)?;
         let name = object
@@ -298,6 +338,19 @@ pub mod testing {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> Result<ApiRequest, ApiError> {
+        let widget = ("Widget", Rules::CustomResource);
+        parse_as(widget, method, resource, query, headers, body)
+    }
+
+    /// Reads a request for a `kind` by `rules`.
+    pub fn parse_as(
+        (kind, rules): (&str, Rules),
+        method: http::Method,
+        resource: &ResourceRequest,
+        query: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<ApiRequest, ApiError> {
         let mut map = http::HeaderMap::new();
         for (k, v) in headers {
             map.insert(
@@ -311,9 +364,9 @@ pub mod testing {
             query: Some(query),
             headers: &map,
             body,
-            kind: "Widget",
+            kind,
         };
-        ApiRequest::parse(&incoming).map(|r| r.expect("a served method"))
+        ApiRequest::parse_with(&incoming, rules).map(|r| r.expect("a served method"))
     }
 }
 
@@ -466,6 +519,110 @@ mod tests {
             panic!("an object body");
         };
         assert_eq!(object["metadata"]["annotations"]["a"], "\u{fffd}");
+    }
+
+    /// A ConfigMap request, read by a built-in kind's rules.
+    fn built_in(
+        method: http::Method,
+        name: Option<&str>,
+        query: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<ApiRequest, ApiError> {
+        let resource = ResourceRequest {
+            group: String::new(),
+            resource: "configmaps".into(),
+            ..resource(name)
+        };
+        let config_map = ("ConfigMap", Rules::BuiltIn);
+        testing::parse_as(config_map, method, &resource, query, headers, body)
+    }
+
+    #[test]
+    fn a_built_in_kind_is_routed_by_go_restful_before_its_handler_reads_it() {
+        // On a custom resource the list's query is read first.
+        let error = built_in(
+            http::Method::GET,
+            None,
+            "limit=x",
+            &[("accept", "text/html")],
+            b"",
+        )
+        .unwrap_err();
+        assert_eq!(
+            (error.code, error.details),
+            (406, Some(json!({}))),
+            "{}",
+            error.message
+        );
+        let error = built_in(
+            http::Method::PATCH,
+            Some("c"),
+            "",
+            &[("content-type", "text/plain"), ("accept", "text/html")],
+            b"{}",
+        )
+        .unwrap_err();
+        assert_eq!(error.message, "415: Unsupported Media Type");
+        let error = built_in(http::Method::PATCH, Some("c"), "timeout=x", &[], b"{}").unwrap_err();
+        assert_eq!(error.code, 400, "the deadline comes first");
+    }
+
+    #[test]
+    fn a_built_in_kind_takes_protobuf_objects_undecoded_and_strategic_merge_patches() {
+        let protobuf = b"k8s\0\n\x0f\n\x02v1\x12\tConfigMap";
+        let request = built_in(
+            http::Method::POST,
+            None,
+            "",
+            &[("content-type", "application/vnd.kubernetes.protobuf")],
+            protobuf,
+        )
+        .unwrap();
+        assert_eq!(request.body, Some(Body::Protobuf(protobuf.to_vec())));
+        let request = built_in(
+            http::Method::PUT,
+            Some("c"),
+            "",
+            &[("content-type", "application/json")],
+            br#"{"metadata":{"name":"c"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            request.body,
+            Some(Body::Object(json!({"metadata": {"name": "c"}}))),
+            "the kind and version are the URL's"
+        );
+        assert_eq!(
+            built_in(
+                http::Method::PUT,
+                Some("c"),
+                "",
+                &[],
+                br#"{"metadata":{"name":"other"}}"#
+            )
+            .unwrap_err()
+            .message,
+            "the name of the object (other) does not match the name on the URL (c)"
+        );
+        let smp = [("content-type", "application/strategic-merge-patch+json")];
+        let request =
+            built_in(http::Method::PATCH, Some("c"), "", &smp, br#"{"data":{}}"#).unwrap();
+        assert_eq!(
+            request.body,
+            Some(Body::Patch(PatchType::StrategicMerge, json!({"data": {}})))
+        );
+        let error = parse(http::Method::PATCH, Some("w"), "", &smp, b"{}").unwrap_err();
+        assert_eq!(error.code, 415, "a custom resource takes none");
+        let error = parse(
+            http::Method::POST,
+            None,
+            "",
+            &[("content-type", "application/vnd.kubernetes.protobuf")],
+            protobuf,
+        )
+        .unwrap_err();
+        assert_eq!(error.code, 415, "nor protobuf");
     }
 
     #[test]

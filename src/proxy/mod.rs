@@ -8,14 +8,13 @@
 
 pub mod access;
 pub mod namespaces;
-pub mod negotiate;
 mod patch;
 mod view;
 pub mod watch;
 
 use crate::catalog::{ConsumerView, ServedResource};
-use crate::forward::answer::{Expected, Shape, View, Visibility, answer_up, event_up};
-use crate::forward::encode::{self, ErrorForm};
+use crate::forward::answer::{Expected, Shape, Visibility, answer_up, event_up, warnings_up};
+use crate::forward::encode::{self, ErrorForm, Failure};
 use crate::forward::request::{ApiRequest, Body, Incoming, Options};
 use crate::route::{ResourceRequest, Verb};
 use crate::status::ApiError;
@@ -60,20 +59,6 @@ pub fn error(error: &ApiError) -> Response<BoxBody> {
     ErrorForm::JSON.error(error)
 }
 
-/// Why a request is answered with an error.
-enum Failure {
-    /// bindery's own refusal.
-    Api(ApiError),
-    /// The provider's, in the consumer's terms: its HTTP status and Status.
-    Upstream(u16, Value),
-}
-
-impl From<ApiError> for Failure {
-    fn from(error: ApiError) -> Self {
-        Failure::Api(error)
-    }
-}
-
 /// How many times a patch is applied again when its object changed under it.
 const PATCH_ATTEMPTS: usize = 5;
 
@@ -104,8 +89,7 @@ impl Proxy {
         let errors = ErrorForm::of(&parts.headers, parts.uri.query());
         match self.try_serve(view, &request, &parts, &body).await {
             Ok(response) => response,
-            Err(Failure::Api(error)) => errors.error(&error),
-            Err(Failure::Upstream(code, status)) => errors.status(code, &status),
+            Err(failure) => errors.failure(&failure),
         }
     }
 
@@ -497,13 +481,7 @@ impl Exchange<'_> {
 
     /// The provider's warnings, in the consumer's terms.
     fn warnings(&self, headers: &http::HeaderMap) -> Vec<String> {
-        headers
-            .get_all(http::header::WARNING)
-            .iter()
-            .filter_map(|value| value.to_str().ok())
-            .filter_map(warning_text)
-            .map(|text| self.view.text_up(&text))
-            .collect()
+        warnings_up(&self.view, headers)
     }
 
     /// A watch: the cache's shared stream when it can serve it, else the
@@ -514,7 +492,7 @@ impl Exchange<'_> {
         if self.cacheable() && media == Media::Json {
             let make = || self.translation();
             if let Some(body) = self.proxy.upstream.watch_translated(&upstream, &make).await {
-                return Ok(watch_response(StatusCode::OK, body, media));
+                return Ok(encode::watch_response(StatusCode::OK, body, media));
             }
             upstream.extensions_mut().insert(CacheAsked);
         }
@@ -537,7 +515,7 @@ impl Exchange<'_> {
             Box::new(move |event| encode::event(&event_up(&view, &shape, event)?, media)),
             self.proxy.shutdown.clone(),
         );
-        Ok(watch_response(status, body, media))
+        Ok(encode::watch_response(status, body, media))
     }
 
     /// A JSON or merge patch: applied by bindery to the consumer's form of
@@ -609,17 +587,6 @@ fn rbac_verb(verb: Verb, method: &Method) -> &'static str {
     }
 }
 
-/// A watch stream's response.
-fn watch_response(status: StatusCode, body: BoxBody, media: Media) -> Response<BoxBody> {
-    let mut response = Response::new(body);
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static(encode::watch_content_type(media)),
-    );
-    response
-}
-
 /// A delete removes exactly the object whose ownership was checked: its
 /// uid is a precondition (unless the caller gave one).
 fn pin_delete(provider: &mut ProviderRequest, current: &Value) {
@@ -657,12 +624,6 @@ async fn read(response: http::Response<BoxBody>) -> Result<Bytes, Failure> {
         .await
         .map(|collected| collected.to_bytes())
         .map_err(|e| ApiError::unavailable(format!("reading the provider's answer: {e}")).into())
-}
-
-/// The text of a `Warning` header (`299 - "text"`).
-fn warning_text(header: &str) -> Option<String> {
-    let quoted = header.splitn(3, ' ').nth(2)?;
-    serde_json::from_str::<String>(quoted).ok()
 }
 
 /// How `bound`'s consumer sees each provider object, for upstreams that
@@ -753,6 +714,7 @@ fn request_error(bound: &BoundResource, error: RequestError) -> ApiError {
         RequestError::Continue(error @ TokenError::Encoding(_)) => ApiError::bad_request(format!(
             "invalid continue token: continue key is not valid: {error}"
         )),
+        RequestError::Undecoded => ApiError::internal("a body bindery did not decode"),
         RequestError::Continue(TokenError::Forged) => ApiError::bad_request(
             "invalid continue token: continue key is not valid: it was not issued for this request",
         ),

@@ -34,7 +34,11 @@ pub fn patched(
             patch::apply_json_patch(&document, patch)
         }
         PatchType::Merge => patch::apply_merge_patch(&document, patch),
-        PatchType::Apply => unreachable!("an apply is sent as it is, stamped"),
+        // An apply is sent as it is, stamped; a strategic merge patch is
+        // never read for a custom resource.
+        PatchType::Apply | PatchType::StrategicMerge => {
+            return Err(ApiError::internal("a patch bindery does not apply"));
+        }
     };
     let mut result = result.map_err(|error| failed(patch_type, &error))?;
     keep_managed_fields(&document, current, &mut result);

@@ -66,6 +66,30 @@ impl crate::forward::answer::View for ClaimedView {
     }
 }
 
+/// Objects the claims are checked against apart: a watch's events (by
+/// [`ClaimedWatch`], which turns covering changes into events) and a dry
+/// run's object (whose uncovered result is forbidden, not hidden). Claimed
+/// resources have no subresources, so no Scale is shown.
+pub struct CheckedApart;
+
+impl crate::forward::answer::View for CheckedApart {
+    fn object_up(&self, _object: &mut Value) -> crate::forward::answer::Visibility {
+        crate::forward::answer::Visibility::Visible
+    }
+
+    fn scale_up(&self, _scale: &mut Value) -> crate::forward::answer::Visibility {
+        crate::forward::answer::Visibility::Hidden
+    }
+
+    fn text_up(&self, text: &str) -> String {
+        text.to_string()
+    }
+
+    fn continue_up(&self, token: &str) -> String {
+        token.to_string()
+    }
+}
+
 /// One watch stream's filter: remembers which objects the watcher has been
 /// shown, so that covering changes become ADDED and DELETED events.
 #[derive(Debug)]

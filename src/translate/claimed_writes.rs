@@ -1,99 +1,156 @@
-//! Writes to claimed objects are checked against the claims on the object
-//! as it is (and as it will be), and then sent pinned to the
-//! resourceVersion that was checked. If the object changes in between,
-//! kube-apiserver answers 409 Conflict, instead of the write landing on an
-//! object that no claim covers any more. This module pins a request body to
-//! a resourceVersion, for each kind of write. Pure.
+//! The bodies of writes to claimed objects, as bindery sends them to the
+//! consumer's app cluster: built from what bindery read of the request (or,
+//! for a protobuf object it cannot read, from what a dry run made of it),
+//! encoded by bindery, and pinned to the resourceVersion whose object was
+//! checked against the claims. If the object changes in between,
+//! kube-apiserver answers 409 Conflict (or, for a JSON patch, fails its
+//! `test`), instead of the write landing on an object no claim covered when
+//! it was checked. Pure.
 
-use serde_json::{Value, json};
+use crate::wire::body::PatchType;
+use serde_json::{Map, Value, json};
 
-/// The JSON patch, merge patch, strategic merge patch and apply patch
-/// content types kube-apiserver takes.
-const JSON_PATCH: &str = "application/json-patch+json";
-const MERGE_PATCH: &str = "application/merge-patch+json";
-const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
-const APPLY_PATCH: &str = "application/apply-patch+yaml";
+/// The metadata a server sets, which a write made from a dry run's object
+/// must not carry: the real write sets its own (or, for an update, keeps
+/// the stored object's).
+const SERVER_SET: [&str; 7] = [
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "managedFields",
+    "generation",
+];
 
-/// The resourceVersion a write body carries, if any.
-pub fn body_resource_version(body: &Value) -> Option<&str> {
-    body["metadata"]["resourceVersion"]
-        .as_str()
-        .filter(|v| !v.is_empty())
+/// `selfLink` is no longer set, but an old server's would be stale too.
+const SELF_LINK: &str = "selfLink";
+
+/// Which version a write is pinned to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Pin {
+    /// The checked version, by bindery: a conflict means the object moved
+    /// on, and the write may be checked and tried again.
+    Checked,
+    /// A version the caller gave (its own precondition), kept.
+    Callers(String),
+    /// None could be set: the body is not one kube-apiserver will take (its
+    /// dry run says why); it is never written.
+    Unpinned,
 }
 
-/// A PUT body pinned to `version` (a version the caller gave stays: it is
-/// already a precondition).
-pub fn pin_update(mut body: Value, version: &str) -> Value {
-    if body_resource_version(&body).is_none()
-        && let Some(object) = body.as_object_mut()
-    {
-        let metadata = object.entry("metadata").or_insert_with(|| json!({}));
-        if let Some(metadata) = metadata.as_object_mut() {
-            metadata.insert("resourceVersion".into(), version.into());
-        }
+/// A write body, pinned.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pinned {
+    pub body: Value,
+    pub pin: Pin,
+}
+
+/// A created object made from a dry run's `made` object: without what the
+/// server set, so the real create makes the object the dry run checked.
+pub fn create_from_trial(made: Value) -> Value {
+    without(made, &SERVER_SET)
+}
+
+/// An update made from a dry run's `made` object: without what the server
+/// set (the uid stays: it is the updated object's, a precondition), pinned
+/// to `checked`.
+pub fn update_from_trial(made: Value, checked: &str) -> Pinned {
+    let unset: Vec<&str> = SERVER_SET
+        .iter()
+        .copied()
+        .filter(|field| *field != "uid")
+        .collect();
+    pin_object(without(made, &unset), checked)
+}
+
+fn without(mut object: Value, fields: &[&str]) -> Value {
+    if let Some(Value::Object(metadata)) = object.get_mut("metadata") {
+        metadata.retain(|key, _| !fields.contains(&key.as_str()) && key != SELF_LINK);
     }
-    body
+    object
 }
 
-/// A PATCH body of `content_type` pinned to `version`: a resourceVersion in
-/// a merge, strategic or apply patch is a precondition; a JSON patch gets a
-/// `test` operation first. `Err` says why the body cannot be read.
-pub fn pin_patch(content_type: &str, body: &[u8], version: &str) -> Result<Vec<u8>, String> {
-    let media = content_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
-    match media.as_str() {
-        JSON_PATCH => {
-            let operations: Vec<Value> =
-                serde_json::from_slice(body).map_err(|e| format!("invalid JSON patch: {e}"))?;
+/// An object (an update's body, or a merge, strategic or apply patch)
+/// pinned to `checked`, unless it carries a version of its own (a null or
+/// empty one would make the write unconditional: it is replaced).
+pub fn pin_object(object: Value, checked: &str) -> Pinned {
+    pin_at(object, "metadata", checked, |own| !own.is_empty())
+}
+
+/// `value` with `checked` as `<field>.resourceVersion` (a null `field` is
+/// an empty one), unless the caller's version is there; unpinned when
+/// either is no object.
+fn pin_at(mut value: Value, field: &str, checked: &str, own: impl Fn(&str) -> bool) -> Pinned {
+    let Some(fields) = value.as_object_mut() else {
+        return Pinned {
+            body: value,
+            pin: Pin::Unpinned,
+        };
+    };
+    let inner = fields
+        .entry(field)
+        .or_insert_with(|| Value::Object(Map::new()));
+    if inner.is_null() {
+        *inner = Value::Object(Map::new());
+    }
+    let Value::Object(inner) = inner else {
+        return Pinned {
+            body: value,
+            pin: Pin::Unpinned,
+        };
+    };
+    let pin = match inner.get("resourceVersion") {
+        Some(Value::String(version)) if own(version) => Pin::Callers(version.clone()),
+        _ => {
+            inner.insert("resourceVersion".into(), json!(checked));
+            Pin::Checked
+        }
+    };
+    Pinned { body: value, pin }
+}
+
+/// A patch of `patch_type` pinned to `checked`. A JSON patch is pinned by
+/// a `test` first, which no later operation can undo. A null strategic
+/// merge patch changes nothing, as an empty one does.
+pub fn pin_patch(patch_type: PatchType, patch: Value, checked: &str) -> Pinned {
+    match (patch_type, patch) {
+        (PatchType::Json, Value::Array(operations)) => {
             let mut pinned = vec![json!({
-                "op": "test", "path": "/metadata/resourceVersion", "value": version,
+                "op": "test", "path": "/metadata/resourceVersion", "value": checked,
             })];
             pinned.extend(operations);
-            Ok(serde_json::to_vec(&pinned).unwrap_or_default())
+            Pinned {
+                body: Value::Array(pinned),
+                pin: Pin::Checked,
+            }
         }
-        MERGE_PATCH | STRATEGIC_MERGE_PATCH => {
-            let patch: Value =
-                serde_json::from_slice(body).map_err(|e| format!("invalid patch: {e}"))?;
-            object_patch(patch, version)
-        }
-        APPLY_PATCH => {
-            let patch: Value =
-                serde_yaml::from_slice(body).map_err(|e| format!("invalid apply patch: {e}"))?;
-            object_patch(patch, version)
-        }
-        other => Err(format!("the patch content type {other:?} is not supported")),
+        (PatchType::Json, other) => Pinned {
+            body: other,
+            pin: Pin::Unpinned,
+        },
+        (PatchType::StrategicMerge, Value::Null) => pin_object(json!({}), checked),
+        (_, Value::Null) => Pinned {
+            body: Value::Null,
+            pin: Pin::Unpinned,
+        },
+        (_, object) => pin_object(object, checked),
     }
 }
 
-fn object_patch(patch: Value, version: &str) -> Result<Vec<u8>, String> {
-    if !patch.is_object() {
-        return Err("the patch is not a JSON object".into());
-    }
-    Ok(serde_json::to_vec(&pin_update(patch, version)).unwrap_or_default())
+/// DeleteOptions with a resourceVersion precondition of `checked`, unless
+/// they carry one of their own (even an empty one, which kube-apiserver
+/// compares as it is).
+pub fn pin_delete(options: Value, checked: &str) -> Pinned {
+    pin_at(options, "preconditions", checked, |_| true)
 }
 
-/// DeleteOptions (the DELETE body, perhaps empty) with a resourceVersion
-/// precondition, unless the caller gave one.
-pub fn pin_delete(body: &[u8], version: &str) -> Result<Vec<u8>, String> {
-    let mut options: Value = if body.iter().all(u8::is_ascii_whitespace) {
-        json!({"kind": "DeleteOptions", "apiVersion": "v1"})
-    } else {
-        serde_json::from_slice(body).map_err(|e| format!("invalid DeleteOptions: {e}"))?
-    };
-    let Some(object) = options.as_object_mut() else {
-        return Err("DeleteOptions is not a JSON object".into());
-    };
-    let preconditions = object.entry("preconditions").or_insert_with(|| json!({}));
-    if let Some(preconditions) = preconditions.as_object_mut() {
-        preconditions
-            .entry("resourceVersion")
-            .or_insert_with(|| version.into());
+/// The same DeleteOptions, as a dry run.
+pub fn dry_run_delete(mut options: Value) -> Value {
+    if let Some(fields) = options.as_object_mut() {
+        fields.insert("dryRun".into(), json!(["All"]));
     }
-    Ok(serde_json::to_vec(&options).unwrap_or_default())
+    options
 }
 
 #[cfg(test)]
@@ -101,68 +158,107 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_update_is_pinned_unless_it_carries_its_own_version() {
-        let pinned = pin_update(json!({"metadata": {"name": "a"}}), "7");
-        assert_eq!(pinned["metadata"]["resourceVersion"], "7");
-        let own = pin_update(json!({"metadata": {"resourceVersion": "5"}}), "7");
-        assert_eq!(own["metadata"]["resourceVersion"], "5");
-        let bare = pin_update(json!({"data": {}}), "7");
-        assert_eq!(bare["metadata"]["resourceVersion"], "7");
+    fn an_object_is_pinned_unless_it_carries_its_own_version() {
+        let pinned = pin_object(json!({"metadata": {"name": "a"}}), "7");
+        assert_eq!(pinned.body["metadata"]["resourceVersion"], "7");
+        assert_eq!(pinned.pin, Pin::Checked);
+        let own = pin_object(json!({"metadata": {"resourceVersion": "5"}}), "7");
+        assert_eq!(own.body["metadata"]["resourceVersion"], "5");
+        assert_eq!(own.pin, Pin::Callers("5".into()));
+        for bare in [
+            json!({"data": {}}),
+            json!({"metadata": null}),
+            json!({"metadata": {"resourceVersion": null}}),
+            json!({"metadata": {"resourceVersion": ""}}),
+        ] {
+            let pinned = pin_object(bare.clone(), "7");
+            assert_eq!(pinned.body["metadata"]["resourceVersion"], "7", "{bare}");
+            assert_eq!(pinned.pin, Pin::Checked);
+        }
+        // What cannot be pinned is marked so, never sent unpinned.
+        for odd in [json!([]), json!("x"), json!({"metadata": "x"})] {
+            assert_eq!(pin_object(odd.clone(), "7").pin, Pin::Unpinned, "{odd}");
+        }
     }
 
     #[test]
     fn every_patch_type_is_pinned() {
-        for content_type in [
-            MERGE_PATCH,
-            "application/strategic-merge-patch+json; charset=utf-8",
+        for patch_type in [
+            PatchType::Merge,
+            PatchType::StrategicMerge,
+            PatchType::Apply,
         ] {
-            let pinned = pin_patch(content_type, br#"{"data":{"k":"v"}}"#, "9").unwrap();
-            let pinned: Value = serde_json::from_slice(&pinned).unwrap();
-            assert_eq!(pinned["metadata"]["resourceVersion"], "9");
-            assert_eq!(pinned["data"]["k"], "v");
+            let pinned = pin_patch(patch_type, json!({"data": {"k": "v"}}), "9");
+            assert_eq!(pinned.body["metadata"]["resourceVersion"], "9");
+            assert_eq!(pinned.body["data"]["k"], "v");
         }
-        let apply = pin_patch(APPLY_PATCH, b"apiVersion: v1\nkind: ConfigMap\n", "9").unwrap();
-        let apply: Value = serde_json::from_slice(&apply).unwrap();
-        assert_eq!(
-            (
-                apply["kind"].as_str(),
-                apply["metadata"]["resourceVersion"].as_str()
-            ),
-            (Some("ConfigMap"), Some("9"))
+        let json_patch = pin_patch(
+            PatchType::Json,
+            json!([{"op": "remove", "path": "/metadata/resourceVersion"}]),
+            "9",
         );
-        let json_patch =
-            pin_patch(JSON_PATCH, br#"[{"op":"remove","path":"/data/k"}]"#, "9").unwrap();
-        let json_patch: Value = serde_json::from_slice(&json_patch).unwrap();
-        assert_eq!(json_patch[0]["op"], "test");
-        assert_eq!(json_patch[0]["value"], "9");
-        assert_eq!(json_patch[1]["op"], "remove");
-    }
-
-    #[test]
-    fn unreadable_patches_are_refused_not_passed_on() {
-        assert!(pin_patch(MERGE_PATCH, b"[1]", "1").is_err());
-        assert!(pin_patch(MERGE_PATCH, b"{", "1").is_err());
-        assert!(pin_patch(JSON_PATCH, b"{}", "1").is_err());
-        assert!(pin_patch("text/plain", b"{}", "1").is_err());
-        assert!(pin_patch(APPLY_PATCH, b"- a\n- b\n", "1").is_err());
+        assert_eq!(
+            json_patch.body,
+            json!([{"op": "test", "path": "/metadata/resourceVersion", "value": "9"},
+                {"op": "remove", "path": "/metadata/resourceVersion"}])
+        );
+        assert_eq!(json_patch.pin, Pin::Checked);
+        assert_eq!(
+            pin_patch(PatchType::StrategicMerge, Value::Null, "9").body,
+            json!({"metadata": {"resourceVersion": "9"}})
+        );
+        assert_eq!(
+            pin_patch(PatchType::Merge, Value::Null, "9").pin,
+            Pin::Unpinned,
+            "kube-apiserver refuses a null merge patch"
+        );
+        assert_eq!(
+            pin_patch(PatchType::Json, json!({}), "9").pin,
+            Pin::Unpinned
+        );
     }
 
     #[test]
     fn deletes_are_pinned_with_a_precondition() {
-        let empty: Value = serde_json::from_slice(&pin_delete(b"", "3").unwrap()).unwrap();
-        assert_eq!(empty["preconditions"]["resourceVersion"], "3");
-        assert_eq!(empty["kind"], "DeleteOptions");
-        let own: Value = serde_json::from_slice(
-            &pin_delete(br#"{"preconditions":{"resourceVersion":"2"}}"#, "3").unwrap(),
-        )
-        .unwrap();
-        assert_eq!(own["preconditions"]["resourceVersion"], "2");
-        let propagation: Value = serde_json::from_slice(
-            &pin_delete(br#"{"propagationPolicy":"Foreground"}"#, "3").unwrap(),
-        )
-        .unwrap();
-        assert_eq!(propagation["propagationPolicy"], "Foreground");
-        assert_eq!(propagation["preconditions"]["resourceVersion"], "3");
-        assert!(pin_delete(b"[]", "3").is_err());
+        let options = json!({"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"});
+        let pinned = pin_delete(options.clone(), "3");
+        assert_eq!(pinned.body["preconditions"]["resourceVersion"], "3");
+        assert_eq!(pinned.pin, Pin::Checked);
+        let own = pin_delete(
+            json!({"preconditions": {"resourceVersion": "2", "uid": "u"}}),
+            "3",
+        );
+        assert_eq!(
+            own.body["preconditions"],
+            json!({"resourceVersion": "2", "uid": "u"})
+        );
+        assert_eq!(own.pin, Pin::Callers("2".into()));
+        assert_eq!(dry_run_delete(pinned.body)["dryRun"], json!(["All"]));
+        assert_eq!(
+            pin_delete(json!({"preconditions": 1}), "3").pin,
+            Pin::Unpinned
+        );
+    }
+
+    #[test]
+    fn what_a_dry_run_made_is_written_without_what_the_server_set() {
+        let made = json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": "s", "namespace": "default", "labels": {"share": "yes"},
+                "uid": "u", "resourceVersion": "12", "creationTimestamp": "2026-01-01T00:00:00Z",
+                "generation": 1, "selfLink": "/x", "managedFields": [{"manager": "kubectl"}]},
+            "data": {"a": "Yg=="}});
+        assert_eq!(
+            create_from_trial(made.clone()),
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": "s", "namespace": "default", "labels": {"share": "yes"}},
+                "data": {"a": "Yg=="}})
+        );
+        let update = update_from_trial(made, "10");
+        assert_eq!(
+            update.body["metadata"],
+            json!({"name": "s", "namespace": "default", "labels": {"share": "yes"},
+                "uid": "u", "resourceVersion": "10"})
+        );
+        assert_eq!(update.pin, Pin::Checked);
     }
 }

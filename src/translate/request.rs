@@ -48,6 +48,9 @@ impl ProviderRequest {
 pub enum RequestError {
     Refused(Refusal),
     Continue(TokenError),
+    /// A body bindery did not decode (a built-in kind's protobuf), which
+    /// it never sends.
+    Undecoded,
 }
 
 impl From<Refusal> for RequestError {
@@ -140,6 +143,7 @@ pub fn request_down(
             // Applied by bindery and sent as the update of its result.
             method = http::Method::PUT;
         }
+        Some(Body::Protobuf(_)) => return Err(RequestError::Undecoded),
         None => {}
     }
     Ok(ProviderRequest {

@@ -12,6 +12,13 @@
 //!   decoding it, and bindery answers 415 instead.
 //! - Patches: the Content-Type decides, before anything else; JSON patch,
 //!   merge patch and server-side apply only.
+//!
+//! A built-in kind's bodies ([`Rules::BuiltIn`], the claimed resources of
+//! an app cluster) are read by the same handlers, with these differences:
+//! a protobuf object is taken (bindery does not decode it: see
+//! `forward::request::Body::Protobuf`), an object's kind and version may
+//! be missing (kube-apiserver takes the URL's), and strategic merge
+//! patches are taken.
 //! - DeleteOptions: JSON, YAML or protobuf; a body replaces the query's
 //!   options.
 //!
@@ -76,6 +83,16 @@ const OBJECT_TYPES: &str =
     "application/json, application/yaml, application/vnd.kubernetes.protobuf";
 const PATCH_TYPES: &str =
     "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml";
+const BUILT_IN_PATCH_TYPES: &str = "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml";
+
+/// Whose rules a body is read by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rules {
+    /// A custom resource's, by kube-apiserver's CRD handler.
+    CustomResource,
+    /// A built-in kind's (see the module's documentation).
+    BuiltIn,
+}
 
 /// How an object body is encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,16 +125,18 @@ pub struct Expected<'a> {
     pub kind: &'a str,
 }
 
-/// The body of a create or update of an `expected` object.
+/// The body of a create or update of an `expected` object, read by
+/// `rules` (a built-in kind's protobuf is not decoded here).
 pub fn object(
     media: ObjectMedia,
     body: &[u8],
     expected: Expected<'_>,
     validation: FieldValidation,
+    rules: Rules,
 ) -> Result<Body, ApiError> {
     match media {
-        ObjectMedia::Json => json_object(body, expected, validation),
-        ObjectMedia::Yaml => yaml_object(body, expected, validation),
+        ObjectMedia::Json => json_object(body, expected, validation, rules),
+        ObjectMedia::Yaml => yaml_object(body, expected, validation, rules),
         ObjectMedia::Protobuf if validation == FieldValidation::Ignore => {
             Err(protobuf_object(body, expected))
         }
@@ -207,6 +226,7 @@ fn json_object(
     body: &[u8],
     expected: Expected<'_>,
     validation: FieldValidation,
+    rules: Rules,
 ) -> Result<Body, ApiError> {
     let kind = expected.kind;
     let decoded = match json::decode_partial(body) {
@@ -237,6 +257,7 @@ fn json_object(
         &String::from_utf8_lossy(body),
         expected,
         validation,
+        rules,
     )?;
     let strict: Vec<String> = decoded
         .duplicate_fields
@@ -268,17 +289,20 @@ fn json_object(
 /// (`Strict`, `Warn`) finds it after decoding, with the type unknown; the
 /// plain one (`Ignore`) fails in `Unstructured.UnmarshalJSON`, with the
 /// type defaulted from the request's, quoting the JSON it read (`json`).
+/// A built-in kind's body needs none: the URL's is taken.
 fn missing_kind(
     value: &Value,
     body: &[u8],
     json: &str,
     expected: Expected<'_>,
     validation: FieldValidation,
+    rules: Rules,
 ) -> Result<(), ApiError> {
-    if value
-        .get("kind")
-        .and_then(Value::as_str)
-        .is_some_and(|k| !k.is_empty())
+    if rules == Rules::BuiltIn
+        || value
+            .get("kind")
+            .and_then(Value::as_str)
+            .is_some_and(|k| !k.is_empty())
     {
         return Ok(());
     }
@@ -361,11 +385,12 @@ fn yaml_object(
     body: &[u8],
     expected: Expected<'_>,
     validation: FieldValidation,
+    rules: Rules,
 ) -> Result<Body, ApiError> {
     let value = yaml(body).map_err(|error| unrecognized(body, expected.kind, &error))?;
     let json = String::from_utf8_lossy(&json::go_marshal(&value)).into_owned();
     type_meta(&value).map_err(|e| unrecognized(body, expected.kind, &e))?;
-    missing_kind(&value, body, &json, expected, validation)?;
+    missing_kind(&value, body, &json, expected, validation, rules)?;
     Ok(Body {
         value,
         warnings: Vec::new(),
@@ -400,28 +425,35 @@ fn summarize(body: &[u8]) -> String {
     }
 }
 
-/// The kinds of patch kube-apiserver applies to a custom resource.
+/// The kinds of patch kube-apiserver applies: to a custom resource, all
+/// but a strategic merge patch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PatchType {
     Json,
     Merge,
+    /// A built-in kind's only.
+    StrategicMerge,
     Apply,
 }
 
 impl PatchType {
     /// From the Content-Type, as kube-apiserver's patch handler reads it
     /// first of all: cut at `;`, neither trimmed nor lower-cased.
-    pub fn of(content_type: Option<&str>) -> Result<Self, ApiError> {
+    pub fn of(content_type: Option<&str>, rules: Rules) -> Result<Self, ApiError> {
         let content_type = content_type.unwrap_or_default();
         let media = match content_type.find(';') {
             Some(i) if i > 0 => &content_type[..i],
             _ => content_type,
         };
-        match media {
-            "application/json-patch+json" => Ok(PatchType::Json),
-            "application/merge-patch+json" => Ok(PatchType::Merge),
-            "application/apply-patch+yaml" => Ok(PatchType::Apply),
-            _ => Err(ApiError::unsupported_media_type(PATCH_TYPES)),
+        match (media, rules) {
+            ("application/json-patch+json", _) => Ok(PatchType::Json),
+            ("application/merge-patch+json", _) => Ok(PatchType::Merge),
+            ("application/strategic-merge-patch+json", Rules::BuiltIn) => {
+                Ok(PatchType::StrategicMerge)
+            }
+            ("application/apply-patch+yaml", _) => Ok(PatchType::Apply),
+            (_, Rules::CustomResource) => Err(ApiError::unsupported_media_type(PATCH_TYPES)),
+            (_, Rules::BuiltIn) => Err(ApiError::unsupported_media_type(BUILT_IN_PATCH_TYPES)),
         }
     }
 
@@ -429,6 +461,7 @@ impl PatchType {
         match self {
             PatchType::Json => "application/json-patch+json",
             PatchType::Merge => "application/merge-patch+json",
+            PatchType::StrategicMerge => "application/strategic-merge-patch+json",
             PatchType::Apply => "application/apply-patch+yaml",
         }
     }
@@ -436,6 +469,8 @@ impl PatchType {
 
 /// A patch's body. JSON and merge patches decode as JSON (with kube-apiserver's
 /// `error decoding patch` for what does not); an apply is YAML (JSON is YAML).
+/// A strategic merge patch is JSON, read into a map as `strategicPatchObject`
+/// reads it, its decoding errors unprefixed.
 pub fn patch(
     patch_type: PatchType,
     body: &[u8],
@@ -453,16 +488,26 @@ pub fn patch(
                 warnings: Vec::new(),
             })
         }
-        PatchType::Json | PatchType::Merge => {
-            let decoded = json::decode(body)
-                .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+        PatchType::Json | PatchType::Merge | PatchType::StrategicMerge => {
+            // A strategic merge patch is read into a map whatever the
+            // validation, its errors unprefixed.
+            let strategic = patch_type == PatchType::StrategicMerge;
+            let prefix = if strategic {
+                ""
+            } else {
+                "error decoding patch: "
+            };
+            let decoded =
+                json::decode(body).map_err(|e| ApiError::bad_request(format!("{prefix}{e}")))?;
             let shape_error = match (patch_type, &decoded.value) {
-                (PatchType::Json, Value::Array(_)) | (PatchType::Merge, Value::Object(_)) => None,
+                (PatchType::Json, Value::Array(_))
+                | (PatchType::Merge | PatchType::StrategicMerge, Value::Object(_)) => None,
                 (PatchType::Json, other) => Some(format!(
                     "json: cannot unmarshal {} into Go value of type []handlers.jsonPatchOp",
                     json_type(other)
                 )),
-                // A null merge patch decodes; the merge refuses it.
+                // A null merge patch decodes; the merge refuses it (a
+                // strategic one changes nothing).
                 (_, Value::Null) => None,
                 (_, other) => Some(format!(
                     "json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
@@ -470,11 +515,9 @@ pub fn patch(
                 )),
             };
             if let Some(error) = shape_error
-                && validation != FieldValidation::Ignore
+                && (strategic || validation != FieldValidation::Ignore)
             {
-                return Err(ApiError::bad_request(format!(
-                    "error decoding patch: {error}"
-                )));
+                return Err(ApiError::bad_request(format!("{prefix}{error}")));
             }
             let prefix = if patch_type == PatchType::Json {
                 "json patch "
@@ -580,6 +623,7 @@ mod tests {
         version: "v1",
         kind: "Widget",
     };
+    const CR: Rules = Rules::CustomResource;
 
     fn create(content_type: Option<&str>, body: &str) -> Result<Body, ApiError> {
         object(
@@ -587,6 +631,7 @@ mod tests {
             body.as_bytes(),
             WIDGET,
             FieldValidation::Warn,
+            Rules::CustomResource,
         )
     }
 
@@ -664,16 +709,16 @@ mod tests {
     fn duplicate_fields_warn_or_fail_as_asked() {
         let body = br#"{"apiVersion":"g/v1","kind":"Widget","spec":{"a":1,"a":2}}"#;
         let json = ObjectMedia::Json;
-        let warned = object(json, body, WIDGET, FieldValidation::Warn).unwrap();
+        let warned = object(json, body, WIDGET, FieldValidation::Warn, CR).unwrap();
         assert_eq!(warned.warnings, [r#"duplicate field "spec.a""#]);
         assert_eq!(warned.value["spec"]["a"], json!(2));
-        let error = object(json, body, WIDGET, FieldValidation::Strict).unwrap_err();
+        let error = object(json, body, WIDGET, FieldValidation::Strict, CR).unwrap_err();
         assert_eq!(
             error.message,
             r#"Widget in version "v1" cannot be handled as a Widget: strict decoding error: duplicate field "spec.a""#
         );
         assert!(
-            object(json, body, WIDGET, FieldValidation::Ignore)
+            object(json, body, WIDGET, FieldValidation::Ignore, CR)
                 .unwrap()
                 .warnings
                 .is_empty()
@@ -834,8 +879,14 @@ mod tests {
             kind: "Widget",
         };
         for (body, validation, answer) in KINDLESS {
-            let error =
-                object(ObjectMedia::Json, body.as_bytes(), expected, *validation).expect_err(body);
+            let error = object(
+                ObjectMedia::Json,
+                body.as_bytes(),
+                expected,
+                *validation,
+                CR,
+            )
+            .expect_err(body);
             assert_eq!(error.code, 400, "{body} {validation:?}");
             assert_eq!(error.message, *answer, "{body} {validation:?}");
         }
@@ -854,6 +905,7 @@ mod tests {
             yaml.as_bytes(),
             expected,
             FieldValidation::Ignore,
+            CR,
         )
         .unwrap_err();
         assert_eq!(
@@ -865,7 +917,7 @@ mod tests {
     #[test]
     fn protobuf_bodies_are_refused_as_kube_apiserver_refuses_them() {
         let refuse = |body: &[u8], validation| {
-            object(ObjectMedia::Protobuf, body, WIDGET, validation).unwrap_err()
+            object(ObjectMedia::Protobuf, body, WIDGET, validation, CR).unwrap_err()
         };
         // Without strict decoding the envelope is read first.
         let unrecognized = "the object provided is unrecognized (must be of type Widget): ";
@@ -924,7 +976,7 @@ mod tests {
     #[test]
     fn patch_types_are_the_content_type_exactly() {
         assert_eq!(
-            PatchType::of(Some("application/merge-patch+json; charset=utf-8")),
+            PatchType::of(Some("application/merge-patch+json; charset=utf-8"), CR),
             Ok(PatchType::Merge)
         );
         for content_type in [
@@ -933,7 +985,7 @@ mod tests {
             Some("Application/Merge-Patch+JSON"),
             Some(" application/merge-patch+json"),
         ] {
-            let error = PatchType::of(content_type).unwrap_err();
+            let error = PatchType::of(content_type, CR).unwrap_err();
             assert_eq!(error.code, 415);
             assert_eq!(
                 error.message,
@@ -1005,6 +1057,93 @@ mod tests {
         );
     }
 
+    /// What a real kube-apiserver v1.34 answered for a ConfigMap.
+    #[test]
+    fn a_built_in_kind_is_the_urls_and_takes_strategic_merge_patches() {
+        const CONFIG_MAP: Expected<'static> = Expected {
+            group: "",
+            version: "v1",
+            kind: "ConfigMap",
+        };
+        let bare = object(
+            ObjectMedia::Json,
+            br#"{"metadata":{"name":"a"}}"#,
+            CONFIG_MAP,
+            FieldValidation::Warn,
+            Rules::BuiltIn,
+        )
+        .unwrap();
+        assert_eq!(bare.value, json!({"metadata": {"name": "a"}}));
+        let yaml = object(
+            ObjectMedia::Yaml,
+            b"metadata: {name: a}\n",
+            CONFIG_MAP,
+            FieldValidation::Warn,
+            Rules::BuiltIn,
+        )
+        .unwrap();
+        assert_eq!(yaml.value, json!({"metadata": {"name": "a"}}));
+        assert_eq!(
+            object(
+                ObjectMedia::Json,
+                b"{}",
+                CONFIG_MAP,
+                FieldValidation::Warn,
+                CR
+            )
+            .unwrap_err()
+            .code,
+            400,
+            "a custom resource's kind is required"
+        );
+        let smp = Some("application/strategic-merge-patch+json");
+        assert_eq!(
+            PatchType::of(smp, Rules::BuiltIn),
+            Ok(PatchType::StrategicMerge)
+        );
+        assert_eq!(PatchType::of(smp, CR).unwrap_err().code, 415);
+        assert_eq!(
+            PatchType::of(
+                Some("text/plain, application/merge-patch+json"),
+                Rules::BuiltIn
+            )
+            .unwrap_err()
+            .message,
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml"
+        );
+        let message = |body: &str| {
+            patch(
+                PatchType::StrategicMerge,
+                body.as_bytes(),
+                FieldValidation::Ignore,
+            )
+            .unwrap_err()
+            .message
+        };
+        assert_eq!(
+            message("{broken"),
+            "invalid character 'b' looking for beginning of object key string"
+        );
+        assert_eq!(
+            message("[1]"),
+            "json: cannot unmarshal array into Go value of type map[string]interface {}"
+        );
+        assert_eq!(
+            patch(PatchType::StrategicMerge, b"null", FieldValidation::Warn)
+                .unwrap()
+                .value,
+            Value::Null
+        );
+        let warned = patch(
+            PatchType::StrategicMerge,
+            br#"{"data":{"k":"1","k":"2"}}"#,
+            FieldValidation::Warn,
+        )
+        .unwrap();
+        assert_eq!(warned.warnings, [r#"duplicate field "data.k""#]);
+        assert_eq!(warned.value, json!({"data": {"k": "2"}}));
+    }
+
     proptest::proptest! {
         #[test]
         fn arbitrary_bodies_never_panic(
@@ -1013,9 +1152,10 @@ mod tests {
         ) {
             for validation in [FieldValidation::Ignore, FieldValidation::Warn, FieldValidation::Strict] {
                 if let Ok(media) = object_media(Some(&content_type)) {
-                    let _ = object(media, &body, WIDGET, validation);
+                    let _ = object(media, &body, WIDGET, validation, CR);
+                    let _ = object(media, &body, WIDGET, validation, Rules::BuiltIn);
                 }
-                if let Ok(t) = PatchType::of(Some(&content_type)) {
+                if let Ok(t) = PatchType::of(Some(&content_type), Rules::BuiltIn) {
                     let _ = patch(t, &body, validation);
                 }
             }

@@ -11,6 +11,7 @@ pub mod json;
 pub mod patch;
 pub mod protobuf;
 pub mod query;
+pub mod restful;
 pub mod selector;
 pub mod validate;
 pub mod yaml;

@@ -8,19 +8,20 @@
 
 use crate::api::{APIServiceBinding, APIServiceExport, ClaimOwner, PermissionClaim};
 use crate::app::App;
-use crate::forward::answer::{Shape, View, Visibility, answer_up, event_up};
+use crate::forward::answer::{Shape, answer_up, event_up};
 use crate::forward::encode::{self, ErrorForm};
 use crate::forward::request::{ApiRequest, Incoming, Options};
 use crate::proxy::{decoded_query, watch};
 use crate::route::{ConsumerId, ResourceRequest, Verb};
 use crate::status::ApiError;
-use crate::translate::claimed::{ClaimedView, ClaimedWatch};
+use crate::translate::claimed::{CheckedApart, ClaimedView, ClaimedWatch};
 use crate::translate::request::{encode, include_object, upstream_accept};
 use crate::upstream::{BoxBody, KubeUpstream, Upstream};
 use crate::wire::query::Pairs;
+use crate::wire::restful;
 use bytes::Bytes;
-use http::header::{ACCEPT, CONTENT_TYPE};
-use http::{HeaderValue, Response};
+use http::Response;
+use http::header::{ACCEPT, USER_AGENT};
 use http_body_util::BodyExt;
 use kube::api::Api;
 
@@ -32,7 +33,8 @@ pub struct ClaimedTarget<'a> {
 }
 
 /// Serves a request on a claimed resource; a resource no accepted claim
-/// names is not found, as it would be if it did not exist.
+/// names is not found, as it would be if it did not exist. Errors are
+/// negotiated as kube-apiserver negotiates them.
 pub async fn serve(
     app: &App,
     target: &ClaimedTarget<'_>,
@@ -40,40 +42,82 @@ pub async fn serve(
     parts: &http::request::Parts,
     body: Bytes,
 ) -> Result<Response<BoxBody>, ApiError> {
-    let verb = Verb::of_query(&parts.method, &request, parts.uri.query());
+    let errors = ErrorForm::of(&parts.headers, parts.uri.query());
+    Ok(
+        match answer(app, target, &request, parts, &body, errors).await {
+            Ok(response) => response,
+            Err(error) => errors.error(&error),
+        },
+    )
+}
+
+async fn answer(
+    app: &App,
+    target: &ClaimedTarget<'_>,
+    request: &ResourceRequest,
+    parts: &http::request::Parts,
+    body: &Bytes,
+    errors: ErrorForm,
+) -> Result<Response<BoxBody>, ApiError> {
+    let verb = Verb::of_query(&parts.method, request, parts.uri.query());
     let only = (request.group.as_str(), request.resource.as_str());
     let claims = accepted_claims(app, target, Some(only)).await?;
     if claims.is_empty() || request.subresource.is_some() {
         return Err(ApiError::page_not_found());
     }
-    let Some(verb) = verb.filter(|v| *v != Verb::DeleteCollection) else {
-        return Err(ApiError::method_not_allowed(
-            parts.method.as_str(),
-            &request.group,
-            &request.resource,
-        ));
-    };
+    let not_allowed =
+        || ApiError::method_not_allowed(parts.method.as_str(), &request.group, &request.resource);
+    if verb.is_none_or(|v| v == Verb::DeleteCollection) {
+        return Err(not_allowed());
+    }
     let client = app
         .registrations
         .get(target.consumer.as_str())
         .map(|registration| registration.app.clone())
         .ok_or_else(|| ApiError::unavailable("the consumer's app cluster is not registered"))?;
+    let kind = claimed_kind(&client, request).await?;
+    let incoming = Incoming {
+        method: &parts.method,
+        resource: request,
+        query: parts.uri.query(),
+        headers: &parts.headers,
+        body,
+        kind: &kind,
+    };
+    // Read as the app cluster reads it: a built-in kind's request as
+    // kube-apiserver reads built-in kinds.
+    let api = ApiRequest::parse_with(&incoming, restful::rules(&request.group))?
+        .ok_or_else(not_allowed)?;
     let view = ClaimedView::new(claims);
-    let paths = UpstreamPaths::of(&request, &parts.uri);
-    let shutdown = app.proxy.shutdown.clone();
-    match verb {
+    let paths = UpstreamPaths::of(request, &parts.uri);
+    match api.verb {
         Verb::Get | Verb::List | Verb::Watch => {
-            read(&client, view, &request, &paths, parts, shutdown).await
+            let read = Read {
+                client: &client,
+                view,
+                request,
+                kind: &kind,
+                paths: &paths,
+                errors,
+            };
+            read.send(&api, app.proxy.shutdown.clone()).await
         }
         _ => {
+            let path = match api.verb {
+                Verb::Create => &paths.collection,
+                _ => &paths.target,
+            };
             let write = super::claimed_writes::Write {
                 client: &client,
                 view: &view,
-                request: &request,
-                verb,
-                paths: &paths,
+                request,
+                api: &api,
+                kind: &kind,
+                path,
+                user_agent: parts.headers.get(USER_AGENT),
+                errors,
             };
-            write.send(parts, body, shutdown).await
+            Ok(write.send().await)
         }
     }
 }
@@ -113,139 +157,103 @@ impl UpstreamPaths {
             query: decoded_query(uri),
         }
     }
-
-    /// The object (or collection) with the caller's query, plus `extra`.
-    pub fn target_with_query(&self, extra: &[(&str, &str)]) -> String {
-        let mut pairs: Vec<(&str, &str)> = self
-            .query
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        pairs.extend_from_slice(extra);
-        if pairs.is_empty() {
-            return self.target.clone();
-        }
-        let query = form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(&pairs)
-            .finish();
-        format!("{}?{query}", self.target)
-    }
 }
 
 /// A get, list or watch through the forwarding pipeline, with the claims
 /// as the view: only what an accepted claim covers, in any representation
 /// (a Table row is checked by its object, which is always asked for).
-async fn read(
-    client: &kube::Client,
+struct Read<'a> {
+    client: &'a kube::Client,
     view: ClaimedView,
-    request: &ResourceRequest,
-    paths: &UpstreamPaths,
-    parts: &http::request::Parts,
-    shutdown: tokio::sync::watch::Receiver<bool>,
-) -> Result<Response<BoxBody>, ApiError> {
-    let errors = ErrorForm::of(&parts.headers, parts.uri.query());
-    let kind = claimed_kind(client, request).await?;
-    let incoming = Incoming {
-        method: &parts.method,
-        resource: request,
-        query: parts.uri.query(),
-        headers: &parts.headers,
-        body: &[],
-        kind: &kind,
-    };
-    let api = ApiRequest::parse(&incoming)?.ok_or_else(|| {
-        ApiError::method_not_allowed(parts.method.as_str(), &request.group, &request.resource)
-    })?;
-    let mut query = Pairs::new();
-    match &api.options {
-        Options::Get(options) => options.encode(&mut query),
-        Options::List(options) => options.encode(&mut query),
-        _ => return Err(ApiError::internal("a read without read options")),
-    }
-    query.extend(include_object(&api));
-    let uri = with_query(&paths.target, &query);
-    let upstream = http::Request::builder()
-        .uri(uri)
-        .header(ACCEPT, upstream_accept(api.output.target))
-        .body(Bytes::new())
-        .map_err(|e| ApiError::internal(e.to_string()))?;
-    let response = KubeUpstream::new(client.clone())
-        .send(upstream)
-        .await
-        .map_err(|e| ApiError::unavailable(format!("the app cluster cannot be reached: {e}")))?;
-    let api_version = if request.group.is_empty() {
-        request.version.clone()
-    } else {
-        format!("{}/{}", request.group, request.version)
-    };
-    let shape = Shape::of(&api, None, &kind, &api_version);
-    let status = response.status();
-    if api.verb == Verb::Watch && status.is_success() {
-        let mut filter = ClaimedWatch::new(view);
-        if let Some(list) = resumed_state(client, &paths.collection, &paths.query).await {
-            filter.seen_in(&list);
-        }
-        let media = api.output.media;
-        let body = watch::translate_stream(
-            response.into_body(),
-            Box::new(move |mut event| {
-                // The filter decides what the watcher sees (and makes a
-                // covered object's leaving a DELETED); the pipeline reads
-                // the event's shape.
-                filter.event(&mut event)?;
-                encode::event(&event_up(&Decided, &shape, event)?, media)
-            }),
-            shutdown,
-        );
-        let mut response = Response::new(body);
-        *response.status_mut() = status;
-        response.headers_mut().insert(
-            CONTENT_TYPE,
-            HeaderValue::from_static(encode::watch_content_type(media)),
-        );
-        return Ok(response);
-    }
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| ApiError::unavailable(format!("reading the app cluster's answer: {e}")))?
-        .to_bytes();
-    let not_found = || {
-        ApiError::object_not_found(
-            &request.group,
-            &request.resource,
-            request.name.as_deref().unwrap_or_default(),
-        )
-    };
-    let answer = answer_up(&view, &shape, status.as_u16(), &bytes)
-        .map_err(|refused| refused.to_error("the app cluster", not_found))?;
-    if answer.status >= 300 {
-        return Ok(errors.status(answer.status, &answer.value));
-    }
-    if let Err(error) = &api.table {
-        return Err(error.clone());
-    }
-    let (content_type, body) = encode::encode(&answer.value, api.output.media, api.pretty)
-        .ok_or_else(|| crate::forward::answer::unreadable("the app cluster"))?;
-    Ok(encode::full(answer.status, content_type, body))
+    request: &'a ResourceRequest,
+    kind: &'a str,
+    paths: &'a UpstreamPaths,
+    errors: ErrorForm,
 }
 
-/// A watch event the claims filter already let through.
-struct Decided;
-
-impl View for Decided {
-    fn object_up(&self, _object: &mut serde_json::Value) -> Visibility {
-        Visibility::Visible
-    }
-    fn scale_up(&self, _scale: &mut serde_json::Value) -> Visibility {
-        Visibility::Hidden
-    }
-    fn text_up(&self, text: &str) -> String {
-        text.to_string()
-    }
-    fn continue_up(&self, token: &str) -> String {
-        token.to_string()
+impl Read<'_> {
+    async fn send(
+        self,
+        api: &ApiRequest,
+        shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<Response<BoxBody>, ApiError> {
+        let Read {
+            client,
+            view,
+            request,
+            kind,
+            paths,
+            errors,
+        } = self;
+        let mut query = Pairs::new();
+        match &api.options {
+            Options::Get(options) => options.encode(&mut query),
+            Options::List(options) => options.encode(&mut query),
+            _ => return Err(ApiError::internal("a read without read options")),
+        }
+        query.extend(include_object(api));
+        let uri = with_query(&paths.target, &query);
+        let upstream = http::Request::builder()
+            .uri(uri)
+            .header(ACCEPT, upstream_accept(api.output.target))
+            .body(Bytes::new())
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let response = KubeUpstream::new(client.clone())
+            .send(upstream)
+            .await
+            .map_err(|e| {
+                ApiError::unavailable(format!("the app cluster cannot be reached: {e}"))
+            })?;
+        let api_version = if request.group.is_empty() {
+            request.version.clone()
+        } else {
+            format!("{}/{}", request.group, request.version)
+        };
+        let shape = Shape::of(api, None, kind, &api_version);
+        let status = response.status();
+        if api.verb == Verb::Watch && status.is_success() {
+            let mut filter = ClaimedWatch::new(view);
+            if let Some(list) = resumed_state(client, &paths.collection, &paths.query).await {
+                filter.seen_in(&list);
+            }
+            let media = api.output.media;
+            let body = watch::translate_stream(
+                response.into_body(),
+                Box::new(move |mut event| {
+                    // The filter decides what the watcher sees (and makes a
+                    // covered object's leaving a DELETED); the pipeline reads
+                    // the event's shape.
+                    filter.event(&mut event)?;
+                    encode::event(&event_up(&CheckedApart, &shape, event)?, media)
+                }),
+                shutdown,
+            );
+            return Ok(encode::watch_response(status, body, media));
+        }
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| ApiError::unavailable(format!("reading the app cluster's answer: {e}")))?
+            .to_bytes();
+        let not_found = || {
+            ApiError::object_not_found(
+                &request.group,
+                &request.resource,
+                request.name.as_deref().unwrap_or_default(),
+            )
+        };
+        let answer = answer_up(&view, &shape, status.as_u16(), &bytes)
+            .map_err(|refused| refused.to_error("the app cluster", not_found))?;
+        if answer.status >= 300 {
+            return Ok(errors.status(answer.status, &answer.value));
+        }
+        if let Err(error) = &api.table {
+            return Err(error.clone());
+        }
+        let (content_type, body) = encode::encode(&answer.value, api.output.media, api.pretty)
+            .ok_or_else(|| crate::forward::answer::unreadable("the app cluster"))?;
+        Ok(encode::full(answer.status, content_type, body))
     }
 }
 

@@ -14,7 +14,6 @@
 pub mod claimed;
 mod claimed_documents;
 mod claimed_writes;
-mod respond;
 pub mod target;
 pub mod wildcard;
 

@@ -22,7 +22,7 @@ use crate::upstream::BoxBody;
 use crate::wire::query::Pairs;
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
-use http::{HeaderValue, Method, Response, StatusCode};
+use http::{Method, Response, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
@@ -167,13 +167,7 @@ pub async fn serve(
             Box::new(move |event| encode::event(&event_up(view.as_ref(), &shape, event)?, media)),
             app.proxy.shutdown.clone(),
         );
-        let mut response = Response::new(body);
-        *response.status_mut() = status;
-        response.headers_mut().insert(
-            CONTENT_TYPE,
-            HeaderValue::from_static(encode::watch_content_type(media)),
-        );
-        return Ok(response);
+        return Ok(encode::watch_response(status, body, media));
     }
     let bytes = response
         .into_body()

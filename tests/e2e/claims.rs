@@ -15,7 +15,10 @@
 //! discovers and explains the claimed resource next to the exported one,
 //! creates, patches, replaces and deletes covered ConfigMaps, and cannot
 //! create one the claim does not cover, take one out of the claim, or touch
-//! one outside it.
+//! one outside it. Its writes, made both through the workspace and straight
+//! at the app cluster, get the app cluster's own answers: warnings, refusals
+//! in the negotiated form, go-restful's refusals in its order, and kubectl's
+//! protobuf creates.
 
 use crate::bind::{app_cluster_binds, app_cluster_namespace};
 use crate::binder::{bind_template, bindery_cli, succeeded};
@@ -194,17 +197,22 @@ fn provider_owned_claimed_secrets_follow_their_source_into_the_app_cluster() {
 
 /// A template offering servicebindings (not postgresqlinstances, which
 /// other tests bind through their own exports) with a claim on the
-/// consumer's ConfigMaps labelled `share=yes`; returns its name.
-fn template_claiming_shared_config_maps() -> String {
+/// consumer's ConfigMaps labelled `share=yes`, and the `extra` claims;
+/// returns its name.
+fn template_claiming_shared_config_maps(extra: &[serde_json::Value]) -> String {
     let name = unique_name("shared-config");
+    let mut claims = vec![
+        serde_json::json!({"group": "", "resource": "configmaps", "selector": {
+        "owner": "Consumer", "labelSelector": {"matchLabels": {"share": "yes"}}}}),
+    ];
+    claims.extend(extra.iter().cloned());
     let template = serde_json::json!({
         "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExportTemplate",
         "metadata": {"name": name},
         "spec": {
             "scope": "Namespaced",
             "resources": [{"group": "anynines.com", "resource": "servicebindings"}],
-            "permissionClaims": [{"group": "", "resource": "configmaps", "selector": {
-                "owner": "Consumer", "labelSelector": {"matchLabels": {"share": "yes"}}}}],
+            "permissionClaims": claims,
         },
     });
     clusters()
@@ -227,8 +235,13 @@ struct SharedConfigMaps {
 }
 
 fn bind_shared_config_maps() -> SharedConfigMaps {
+    bind_shared_config_maps_and(&[])
+}
+
+/// [`bind_shared_config_maps`], with the `extra` claims too.
+fn bind_shared_config_maps_and(extra: &[serde_json::Value]) -> SharedConfigMaps {
     install_examples();
-    let template = template_claiming_shared_config_maps();
+    let template = template_claiming_shared_config_maps(extra);
     let _guard = app_cluster_binds();
     let token = bind_template(&template);
     let consumer = app_cluster_namespace()
@@ -615,4 +628,501 @@ fn consumer_owned_claimed_objects_are_discovered_and_written_through_the_workspa
         app.kubectl(&["-n", "default", "delete", "configmap", name]);
     }
     let _ = std::fs::remove_file(manifest_file);
+}
+
+/// One HTTP answer, as curl saw it.
+struct Reply {
+    code: u16,
+    content_type: String,
+    warnings: Vec<String>,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|_| {
+            panic!(
+                "{} is not JSON: {}",
+                self.code,
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+}
+
+/// Where a raw request goes: through bindery's workspace path as a
+/// provider controller (to the app cluster's `default` namespace), or
+/// straight to the app cluster as its admin (to another namespace, so that
+/// the same names give the same answers).
+enum Through<'a> {
+    Workspace { base: &'a str, token: &'a str },
+    AppCluster { namespace: &'a str },
+}
+
+/// Sends `body` with `headers` to `path` (below the namespace) through
+/// `through`, with curl.
+fn send(
+    through: &Through<'_>,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Reply {
+    let scratch = crate::fixture::scratch_dir().join(unique_name("raw"));
+    std::fs::create_dir_all(&scratch).unwrap();
+    let (head, out, input) = (
+        scratch.join("head"),
+        scratch.join("body"),
+        scratch.join("input"),
+    );
+    std::fs::write(&input, body).unwrap();
+    let mut curl = std::process::Command::new("curl");
+    curl.args(["-s", "-X", method, "-D"])
+        .arg(&head)
+        .arg("-o")
+        .arg(&out)
+        .args(["-w", "%{http_code}"]);
+    match through {
+        Through::Workspace { base, token } => {
+            curl.arg("--cacert")
+                .arg(crate::bindery::bindery().pki.join("bindery/serving-ca.crt"))
+                .args(["-H", &format!("Authorization: Bearer {token}")])
+                .arg(format!("{base}/api/v1/namespaces/default{path}"));
+        }
+        Through::AppCluster { namespace } => {
+            let app = &clusters().app;
+            let (cert, key) = app.pki.admin();
+            curl.arg("--cacert")
+                .arg(app.pki.ca())
+                .arg("--cert")
+                .arg(cert)
+                .arg("--key")
+                .arg(key)
+                .arg(format!(
+                    "{}/api/v1/namespaces/{namespace}{path}",
+                    app.server
+                ));
+        }
+    }
+    for (name, value) in headers {
+        curl.args(["-H", &format!("{name}: {value}")]);
+    }
+    if !body.is_empty() {
+        curl.arg("--data-binary")
+            .arg(format!("@{}", input.display()));
+    }
+    let output = curl.output().expect("curl runs");
+    let code = String::from_utf8_lossy(&output.stdout).parse().unwrap_or(0);
+    let head = std::fs::read_to_string(&head).unwrap_or_default();
+    let header = |name: &str| -> Vec<String> {
+        head.lines()
+            .filter_map(|line| {
+                let (key, value) = line.split_once(':')?;
+                key.eq_ignore_ascii_case(name)
+                    .then(|| value.trim().to_string())
+            })
+            .collect()
+    };
+    let reply = Reply {
+        code,
+        content_type: header("content-type").pop().unwrap_or_default(),
+        warnings: header("warning"),
+        body: std::fs::read(&out).unwrap_or_default(),
+    };
+    let _ = std::fs::remove_dir_all(&scratch);
+    reply
+}
+
+/// Writes through the workspace are read with kube-apiserver's rules for a
+/// built-in kind, sent as bindery encoded them, and answered as the app
+/// cluster answers the same request itself: each request is made both ways
+/// (through the workspace to `default`, straight to the app cluster in
+/// another namespace) with the same names, and the answers compared. On
+/// main the writes passed the caller's bytes on, its errors were passed
+/// back as the app cluster's JSON whatever the caller negotiated, warnings
+/// were dropped, and refusals of requests it could not read were its own.
+#[test]
+fn consumer_owned_claimed_writes_are_read_and_answered_as_the_app_cluster_would() {
+    let by_kubectl = unique_name("by-kubectl");
+    let SharedConfigMaps {
+        template,
+        _guard,
+        token,
+        consumer,
+        shared,
+        private,
+    } = bind_shared_config_maps_and(&[serde_json::json!({
+        "group": "", "resource": "configmaps", "selector": {"owner": "Consumer",
+            "namedResources": [{"name": by_kubectl, "namespace": "default"}]}})]);
+    let app = &clusters().app;
+    let verbs = [
+        "get", "list", "watch", "create", "update", "patch", "delete",
+    ];
+    let (_, controller) = crate::workspace::controller_token(&template, &verbs, None);
+    let server = format!(
+        "{}/services/export/{template}/clusters/{consumer}",
+        crate::bindery::bindery().url
+    );
+    let direct = unique_name("claims-direct");
+    app.kubectl(&["create", "namespace", &direct]);
+    for (name, share) in [(&shared, "yes"), (&private, "no")] {
+        app.kubectl_with_stdin(
+            &["apply", "-f", "-"],
+            Some(&format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {direct}, \
+                 labels: {{share: \"{share}\"}}}}\ndata: {{k: v}}\n"
+            )),
+        );
+    }
+    let workspace = Through::Workspace {
+        base: &server,
+        token: &controller,
+    };
+    let app_cluster = Through::AppCluster { namespace: &direct };
+    let both = |method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]| {
+        (
+            send(&workspace, method, path, headers, body),
+            send(&app_cluster, method, path, headers, body),
+        )
+    };
+    let json = [("Content-Type", "application/json")];
+    let stored = |namespace: &str, name: &str| -> serde_json::Value {
+        let output = app.kubectl(&["-n", namespace, "get", "configmap", name, "-o", "json"]);
+        let object: serde_json::Value = serde_json::from_str(&output).unwrap();
+        serde_json::json!({"labels": object["metadata"]["labels"], "data": object["data"]})
+    };
+
+    // A body kube-apiserver reads with a warning (a key given twice), an
+    // invalid UTF-8 byte and a lone surrogate: the same answer, warning
+    // included, and the same object stored.
+    let made = unique_name("made");
+    let mut body = format!(
+        "{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"{made}\",\
+         \"labels\":{{\"share\":\"yes\"}}}},\"data\":{{\"k\":\"first\",\"k\":\"second\",\
+         \"surrogate\":\"\\ud800\",\"bytes\":\"a"
+    )
+    .into_bytes();
+    body.extend_from_slice(b"\xff\"}}");
+    let (through, straight) = both("POST", "/configmaps", &json, &body);
+    assert_eq!(
+        (through.code, straight.code),
+        (201, 201),
+        "{}",
+        String::from_utf8_lossy(&through.body)
+    );
+    assert_eq!(through.warnings, [r#"299 - "duplicate field \"data.k\"""#]);
+    assert_eq!(through.warnings, straight.warnings);
+    assert_eq!(stored("default", &made), stored(&direct, &made));
+    assert_eq!(
+        stored("default", &made)["data"],
+        serde_json::json!({"k": "second", "surrogate": "\u{fffd}", "bytes": "a\u{fffd}"})
+    );
+    // Strictly, the same key given twice is refused.
+    let (through, straight) = both("POST", "/configmaps?fieldValidation=Strict", &json, &body);
+    assert_eq!(through.code, 400);
+    assert_eq!(through.json(), straight.json());
+
+    // The app cluster's refusals come back rebuilt, in what the caller
+    // negotiated: JSON, YAML or protobuf, as the app cluster gives them.
+    for accept in [
+        "application/json",
+        "application/yaml",
+        "application/vnd.kubernetes.protobuf, application/json",
+    ] {
+        let headers = [("Content-Type", "application/json"), ("Accept", accept)];
+        let (through, straight) = both("POST", "/configmaps", &headers, &body);
+        assert_eq!((through.code, straight.code), (409, 409), "{accept}");
+        assert_eq!(through.content_type, straight.content_type, "{accept}");
+        if accept == "application/json" {
+            assert_eq!(through.json(), straight.json(), "AlreadyExists");
+        } else {
+            assert_eq!(through.body, straight.body, "{accept}: AlreadyExists");
+        }
+    }
+    let invalid = format!(
+        "{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"{}\",\
+         \"labels\":{{\"share\":\"yes\"}}}},\"data\":{{\"not a key\":\"v\"}}}}",
+        unique_name("invalid")
+    );
+    let (through, straight) = both("POST", "/configmaps", &json, invalid.as_bytes());
+    assert_eq!(through.code, 422);
+    assert_eq!(through.json(), straight.json(), "Invalid, with its causes");
+
+    // What bindery cannot translate is refused before anything is written:
+    // a built-in kind in protobuf (the app cluster would answer in it).
+    let lone = unique_name("protobuf-only");
+    let body_of = |name: &str| {
+        format!(
+            "{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"{name}\",\
+             \"labels\":{{\"share\":\"yes\"}}}},\"data\":{{\"k\":\"v\"}}}}"
+        )
+    };
+    let through = send(
+        &workspace,
+        "POST",
+        "/configmaps",
+        &[
+            ("Content-Type", "application/json"),
+            ("Accept", "application/vnd.kubernetes.protobuf"),
+        ],
+        body_of(&lone).as_bytes(),
+    );
+    assert_eq!(
+        through.code,
+        406,
+        "{}",
+        String::from_utf8_lossy(&through.body)
+    );
+    assert!(
+        !app.kubectl_output(&["-n", "default", "get", "configmap", &lone], None)
+            .status
+            .success(),
+        "nothing was written"
+    );
+
+    // What it can is answered in it: YAML, and a Table of the written object.
+    let (through, straight) = both(
+        "POST",
+        "/configmaps",
+        &[
+            ("Content-Type", "application/json"),
+            ("Accept", "application/yaml"),
+        ],
+        body_of(&unique_name("yaml")).as_bytes(),
+    );
+    assert_eq!(
+        (through.code, through.content_type.as_str()),
+        (201, "application/yaml")
+    );
+    assert_eq!(straight.content_type, "application/yaml");
+    let yaml: serde_json::Value = serde_yaml::from_slice(&through.body).unwrap();
+    assert_eq!(yaml["data"]["k"], "v");
+    let tabled = unique_name("table");
+    let (through, straight) = both(
+        "POST",
+        "/configmaps",
+        &[
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io"),
+        ],
+        body_of(&tabled).as_bytes(),
+    );
+    assert_eq!(
+        (through.code, straight.code),
+        (201, 201),
+        "{}",
+        String::from_utf8_lossy(&through.body)
+    );
+    let row = |reply: &Reply| reply.json()["rows"][0]["cells"][0].clone();
+    assert_eq!(row(&through), serde_json::json!(tabled));
+    assert_eq!(row(&through), row(&straight));
+
+    // Requests kube-apiserver refuses before reading them get its refusal,
+    // in its order: go-restful's for a patch type or an Accept no route
+    // takes, the request deadline before either.
+    for (method, path, headers, body) in [
+        (
+            "PATCH",
+            format!("/configmaps/{shared}"),
+            vec![("Content-Type", "text/plain"), ("Accept", "text/html")],
+            "{}",
+        ),
+        (
+            "PATCH",
+            format!("/configmaps/{shared}?timeout=x"),
+            vec![("Content-Type", "text/plain")],
+            "{}",
+        ),
+        (
+            "PATCH",
+            format!("/configmaps/{shared}"),
+            vec![("Content-Type", "text/plain, application/merge-patch+json")],
+            "{}",
+        ),
+        (
+            "POST",
+            "/configmaps".to_string(),
+            vec![
+                ("Content-Type", "application/json"),
+                ("Accept", "text/html"),
+            ],
+            "{}",
+        ),
+        (
+            "GET",
+            "/configmaps?limit=x".to_string(),
+            vec![("Accept", "application/*")],
+            "",
+        ),
+        (
+            "PATCH",
+            format!("/configmaps/{shared}"),
+            vec![("Content-Type", "application/strategic-merge-patch+json")],
+            "[1]",
+        ),
+    ] {
+        let (through, straight) = both(method, &path, &headers, body.as_bytes());
+        assert_eq!(
+            (through.code, through.json()),
+            (straight.code, straight.json()),
+            "{method} {path} {headers:?}"
+        );
+    }
+
+    // Patches of every type are applied by the app cluster, as bindery
+    // encoded them; duplicate keys warn as the app cluster warns.
+    let patch = br#"{"data":{"k":"one","k":"smp"}}"#;
+    let smp = [("Content-Type", "application/strategic-merge-patch+json")];
+    let (through, straight) = both("PATCH", &format!("/configmaps/{shared}"), &smp, patch);
+    assert_eq!(
+        (through.code, straight.code),
+        (200, 200),
+        "{}",
+        String::from_utf8_lossy(&through.body)
+    );
+    assert_eq!(through.warnings, straight.warnings);
+    assert_eq!(through.warnings.len(), 1, "{:?}", through.warnings);
+    assert_eq!(stored("default", &shared), stored(&direct, &shared));
+    let wrong_type = br#"{"data":{"k":1}}"#;
+    let merge = [("Content-Type", "application/merge-patch+json")];
+    let (through, straight) = both(
+        "PATCH",
+        &format!("/configmaps/{shared}"),
+        &merge,
+        wrong_type,
+    );
+    assert_eq!((through.code, straight.code), (422, 422));
+    assert!(
+        through.json()["message"].as_str().is_some_and(|m| m
+            .starts_with(" \"\" is invalid: patch: Invalid value: ")
+            && m.ends_with(
+                "cannot unmarshal number into Go struct field ConfigMap.data of type string"
+            )),
+        "{}",
+        through.json()
+    );
+    // A patch that takes the object out of the claim is forbidden, in any
+    // patch type, and changes nothing.
+    let before = stored("default", &shared);
+    for (content_type, leaving) in [
+        (
+            "application/merge-patch+json",
+            r#"{"metadata":{"labels":{"share":"no"}}}"#,
+        ),
+        (
+            "application/strategic-merge-patch+json",
+            r#"{"metadata":{"labels":{"share":null}}}"#,
+        ),
+        (
+            "application/json-patch+json",
+            r#"[{"op":"replace","path":"/metadata/labels/share","value":"no"}]"#,
+        ),
+    ] {
+        let through = send(
+            &workspace,
+            "PATCH",
+            &format!("/configmaps/{shared}"),
+            &[("Content-Type", content_type)],
+            leaving.as_bytes(),
+        );
+        assert_eq!(
+            through.code,
+            403,
+            "{content_type}: {}",
+            String::from_utf8_lossy(&through.body)
+        );
+    }
+    assert_eq!(stored("default", &shared), before);
+    // A stale version is the app cluster's conflict, in its words.
+    let stale = format!(
+        "{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"{shared}\",\
+         \"resourceVersion\":\"1\",\"labels\":{{\"share\":\"yes\"}}}},\"data\":{{\"k\":\"stale\"}}}}"
+    );
+    let (through, straight) = both(
+        "PUT",
+        &format!("/configmaps/{shared}"),
+        &json,
+        stale.as_bytes(),
+    );
+    assert_eq!(through.code, 409);
+    assert_eq!(through.json(), straight.json());
+    let precondition = br#"{"preconditions":{"resourceVersion":"1"}}"#;
+    let (through, straight) = both(
+        "DELETE",
+        &format!("/configmaps/{shared}"),
+        &json,
+        precondition,
+    );
+    assert_eq!(through.code, 409);
+    // The message names the stored version, which differs.
+    let unversioned = |reply: &Reply| {
+        let mut status = reply.json();
+        let message = status["message"].as_str().unwrap_or_default().to_string();
+        status["message"] = message
+            .split(" in record")
+            .next()
+            .unwrap_or_default()
+            .into();
+        status
+    };
+    assert_eq!(unversioned(&through), unversioned(&straight));
+
+    // kubectl sends a built-in kind in protobuf: the write is what the app
+    // cluster's dry run made of it, checked.
+    let output = workspace_kubectl(
+        &server,
+        &controller,
+        &[
+            "-n",
+            "default",
+            "create",
+            "configmap",
+            &by_kubectl,
+            "--from-literal=k=protobuf",
+            "-o",
+            "json",
+            "-v=8",
+        ],
+    );
+    let log = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{log}");
+    assert!(
+        log.contains("Content-Type: application/vnd.kubernetes.protobuf"),
+        "kubectl sent no protobuf: {log}"
+    );
+    let answered: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let get = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec![
+            "-n",
+            "default",
+            "get",
+            "configmap",
+            &by_kubectl,
+            "-o",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        serde_json::from_str(&app.kubectl(&args)).unwrap()
+    };
+    let created = get(&[]);
+    assert_eq!(
+        answered, created,
+        "kubectl was answered with the object made"
+    );
+    assert_eq!(created["data"], serde_json::json!({"k": "protobuf"}));
+    assert_eq!(
+        get(&["--show-managed-fields"])["metadata"]["managedFields"][0]["manager"],
+        "kubectl-create",
+        "its manager is the caller's"
+    );
+
+    succeeded("unbind", &bindery_cli("unbind", &token, &[&template]));
+    for name in [&shared, &private, &by_kubectl] {
+        let _ = app.kubectl_output(&["-n", "default", "delete", "configmap", name], None);
+    }
+    let _ = app.kubectl_output(
+        &["-n", "default", "delete", "configmap", &made, &tabled],
+        None,
+    );
+    app.kubectl(&["delete", "namespace", &direct, "--wait=false"]);
 }

@@ -1001,6 +1001,37 @@ fn consumer_owned_claimed_writes_are_read_and_answered_as_the_app_cluster_would(
         "{}",
         through.json()
     );
+    // A JSON patch is pinned by a test of its own; the caller's tests are
+    // the caller's refusals, and server-side apply is applied as sent.
+    let object = format!("/configmaps/{shared}");
+    let json_patch = [("Content-Type", "application/json-patch+json")];
+    let replace = br#"[{"op":"replace","path":"/data/k","value":"json"}]"#;
+    let (through, straight) = both("PATCH", &object, &json_patch, replace);
+    assert_eq!((through.code, straight.code), (200, 200));
+    assert_eq!(stored("default", &shared), stored(&direct, &shared));
+    let failing = br#"[{"op":"test","path":"/data/k","value":"nope"}]"#;
+    let (through, straight) = both("PATCH", &object, &json_patch, failing);
+    assert_eq!(
+        (through.code, through.json()),
+        (straight.code, straight.json())
+    );
+    let apply = format!(
+        "{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"{shared}\",\
+         \"labels\":{{\"share\":\"yes\"}}}},\"data\":{{\"applied\":\"yes\"}}}}"
+    );
+    let (through, straight) = both(
+        "PATCH",
+        &format!("{object}?fieldManager=claims-test&force=true"),
+        &[("Content-Type", "application/apply-patch+yaml")],
+        apply.as_bytes(),
+    );
+    assert_eq!(
+        (through.code, straight.code),
+        (200, 200),
+        "{}",
+        String::from_utf8_lossy(&through.body)
+    );
+    assert_eq!(stored("default", &shared), stored(&direct, &shared));
     // A patch that takes the object out of the claim is forbidden, in any
     // patch type, and changes nothing.
     let before = stored("default", &shared);

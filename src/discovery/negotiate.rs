@@ -5,7 +5,10 @@
 //! unaggregated document otherwise (`v2beta1` is off since 1.33). bindery
 //! serves JSON only, so only `application/json`, `application/*` and `*/*`
 //! clauses can match: a protobuf clause is skipped as the real server skips
-//! a type it lacks. The parsing follows `github.com/munnerz/goautoneg`.
+//! a type it lacks. The header is parsed by [`crate::wire::accept`]'s
+//! goautoneg reader, as every other `Accept` is.
+
+use crate::wire::accept::parse_accept;
 
 /// The `Content-Type` of an aggregated discovery response.
 pub const AGGREGATED_CONTENT_TYPE: &str =
@@ -40,7 +43,7 @@ pub fn negotiate(accept: Option<&str>) -> DiscoveryFormat {
     };
     for clause in parse_accept(header) {
         let json = matches!(
-            (clause.kind.as_str(), clause.sub.as_str()),
+            (clause.kind.as_str(), clause.sub_kind.as_str()),
             ("application", "json") | ("application", "*") | ("*", "*")
         );
         if json && clause.param("g") == Some("apidiscovery.k8s.io") && clause.param("v") == Some("v2")
@@ -53,97 +56,6 @@ pub fn negotiate(accept: Option<&str>) -> DiscoveryFormat {
         }
     }
     DiscoveryFormat::Legacy
-}
-
-/// One clause of an `Accept` header.
-#[derive(Debug, Clone, PartialEq)]
-struct Clause {
-    kind: String,
-    sub: String,
-    q: f64,
-    /// In header order; a repeated name counts with its last value.
-    params: Vec<(String, String)>,
-}
-
-impl Clause {
-    fn param(&self, name: &str) -> Option<&str> {
-        self.params
-            .iter()
-            .rev()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// Splits at the first `sep`: (before, after), or (s, "") without one.
-fn split_first(s: &str, sep: char) -> (&str, &str) {
-    s.split_once(sep).unwrap_or((s, ""))
-}
-
-/// goautoneg's `ParseAccept`: malformed clauses are dropped, then clauses are
-/// ordered by q and specificity with Go's insertion sort (which it uses for
-/// the short lists headers have).
-fn parse_accept(header: &str) -> Vec<Clause> {
-    let trim = |s: &str| s.trim_matches(' ').to_string();
-    let mut out: Vec<Clause> = Vec::new();
-    let mut remaining = header;
-    while !remaining.is_empty() {
-        let (part, rest) = split_first(remaining, ',');
-        remaining = rest;
-        let part = part.trim_matches(' ');
-        let (media, mut params_str) = split_first(part, ';');
-        let (kind, sub_rest) = split_first(media, '/');
-        let kind = trim(kind);
-        let sub = if sub_rest.is_empty() {
-            if kind != "*" {
-                continue;
-            }
-            "*".to_string()
-        } else {
-            let (sub, extra) = split_first(sub_rest, '/');
-            if !extra.is_empty() {
-                continue;
-            }
-            trim(sub)
-        };
-        let mut clause = Clause {
-            kind,
-            sub,
-            q: 1.0,
-            params: Vec::new(),
-        };
-        while !params_str.is_empty() {
-            let (param, rest) = split_first(params_str, ';');
-            params_str = rest;
-            let (name, value_rest) = split_first(param, '=');
-            if value_rest.is_empty() {
-                continue;
-            }
-            let (value, extra) = split_first(value_rest, '=');
-            if !extra.is_empty() {
-                continue;
-            }
-            let name = trim(name);
-            if name == "q" {
-                // Go parses q as a float32, and a bad one as 0.
-                clause.q = value.parse::<f32>().map(f64::from).unwrap_or(0.0);
-            } else {
-                clause.params.push((name, trim(value)));
-            }
-        }
-        out.push(clause);
-    }
-    let less = |a: &Clause, b: &Clause| {
-        a.q > b.q || (a.kind != "*" && b.kind == "*") || (a.sub != "*" && b.sub == "*")
-    };
-    for i in 1..out.len() {
-        let mut j = i;
-        while j > 0 && less(&out[j], &out[j - 1]) {
-            out.swap(j, j - 1);
-            j -= 1;
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -251,7 +163,7 @@ mod tests {
         );
         let got: Vec<(String, f64)> = c
             .iter()
-            .map(|c| (format!("{}/{}", c.kind, c.sub), c.q))
+            .map(|c| (format!("{}/{}", c.kind, c.sub_kind), c.q))
             .collect();
         let want = [
             ("application/yaml", 1.0),

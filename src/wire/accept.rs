@@ -94,17 +94,30 @@ pub const DEFAULT: Output = Output {
 
 /// One Accept clause, as goautoneg parses it.
 #[derive(Clone, Debug, PartialEq)]
-struct Clause {
-    kind: String,
-    sub_kind: String,
-    q: f64,
+pub(crate) struct Clause {
+    pub(crate) kind: String,
+    pub(crate) sub_kind: String,
+    pub(crate) q: f64,
+    /// In header order; a repeated name counts with its last value (Go
+    /// reads them into a map).
     params: Vec<(String, String)>,
+}
+
+impl Clause {
+    /// The value of parameter `name`, if the clause has it.
+    pub(crate) fn param(&self, name: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .rev()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
 }
 
 /// goautoneg's `ParseAccept`, its odd sort included (Go's insertion sort
 /// with its `Less`, which is no strict order: the result depends on the
 /// header's order, as it does in kube-apiserver).
-fn parse_accept(header: &str) -> Vec<Clause> {
+pub(crate) fn parse_accept(header: &str) -> Vec<Clause> {
     let trim = |s: &str| s.trim_matches(' ').to_string();
     let mut clauses = Vec::new();
     for part in header.split(',') {

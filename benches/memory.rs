@@ -231,6 +231,48 @@ async fn set_up(provider: &kube::Client, id: &str) {
     .expect("the export's identity hash");
 }
 
+/// What the controllers grant each consumer's provider-side account, for
+/// every consumer at once: bindery reaches the provider as that account
+/// (impersonation is on by default), and the bench runs without the
+/// controllers, so one ClusterRoleBinding to every service account stands
+/// in for the per-namespace RoleBindings they would make.
+async fn grant_consumers(provider: &kube::Client) {
+    let resources: Vec<String> = (0..RESOURCES)
+        .flat_map(|r| [plural(r), format!("{}/status", plural(r))])
+        .collect();
+    let name = "bindery-bench:memory";
+    apply(
+        provider,
+        &resource(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRole",
+            "clusterroles",
+        ),
+        None,
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": name},
+            "rules": [{"apiGroups": [GROUP], "resources": resources,
+                "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}],
+        }),
+    )
+    .await;
+    apply(
+        provider,
+        &resource("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings"),
+        None,
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                "name": "system:serviceaccounts"}],
+        }),
+    )
+    .await;
+}
+
 /// A client of consumer `id` on the measured bindery, over HTTP/2 when
 /// `http2`.
 async fn consumer_client(
@@ -396,6 +438,7 @@ fn main() {
                 &format!("crd/{}.{GROUP}", plural(r)),
             ]);
         }
+        grant_consumers(&provider).await;
         let bindery = Measured::start(&pki);
         tokio::time::sleep(Duration::from_secs(2)).await;
         let (before, _) = bindery.memory();

@@ -281,8 +281,12 @@ struct CertsArgs {
 }
 
 fn main() -> anyhow::Result<()> {
+    // Without `RUST_LOG`, bindery's own messages from info up, and every
+    // other crate's warnings and errors.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,bindery=info"));
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().command {

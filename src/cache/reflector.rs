@@ -11,7 +11,7 @@ use super::store::{Applied, Store, Stored};
 use super::subscribers::Subscribers;
 use http::header::ACCEPT;
 use kube::core::WatchEvent;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -37,7 +37,28 @@ pub struct Reflected {
     /// Its last LIST failed (a resource the provider does not serve, or
     /// will not list to bindery): readers then do not wait for it.
     list_failed: AtomicBool,
+    /// Readers that waited too long for a version ask the reflector to
+    /// watch the provider again; at most once per [`NUDGE_INTERVAL`].
+    nudge: Nudge,
 }
+
+/// A reader's request that the reflector watch the provider again, with
+/// the newest version a reader waited for.
+#[derive(Default)]
+struct Nudge {
+    notify: tokio::sync::Notify,
+    wanted: AtomicU64,
+    last: Mutex<Option<tokio::time::Instant>>,
+}
+
+/// How long a reader waits for a version before nudging the reflector.
+const NUDGE_AFTER: Duration = Duration::from_secs(1);
+/// At most one nudge per resource this often.
+const NUDGE_INTERVAL: Duration = Duration::from_secs(5);
+/// An upstream watch that sends nothing, not even the bookmark
+/// kube-apiserver sends each watcher every minute, for this long is
+/// replaced.
+const SILENCE: Duration = Duration::from_secs(75);
 
 impl Reflected {
     /// Reads the store and its window, if it has been listed.
@@ -83,15 +104,45 @@ impl Reflected {
     /// Waits until the store has reached `version` (0: until it is listed),
     /// at most `patience`, and not at all while its LIST fails. Whether it
     /// did.
+    /// A reader that waits longer than [`NUDGE_AFTER`] for a version it
+    /// was given nudges the reflector to watch the provider again: either
+    /// its watch has gone silent, or the resource is quiet and a new watch
+    /// costs the provider little.
     pub async fn reached(&self, version: u64, patience: Duration) -> bool {
         if self.list_failed.load(Ordering::Relaxed) && *self.version.borrow() < version.max(1) {
             return false;
         }
         let mut seen = self.version.subscribe();
         let wanted = version.max(1);
-        tokio::time::timeout(patience, seen.wait_for(|v| *v >= wanted))
+        let first = NUDGE_AFTER.min(patience);
+        if tokio::time::timeout(first, seen.wait_for(|v| *v >= wanted))
             .await
             .is_ok_and(|r| r.is_ok())
+        {
+            return true;
+        }
+        if version > 0 {
+            self.nudge(version);
+        }
+        tokio::time::timeout(patience - first, seen.wait_for(|v| *v >= wanted))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Asks the reflector to watch again, unless it was asked recently.
+    fn nudge(&self, wanted: u64) {
+        self.nudge.wanted.fetch_max(wanted, Ordering::Relaxed);
+        let mut last = self.nudge.last.lock().unwrap_or_else(|p| p.into_inner());
+        if last.is_some_and(|at| at.elapsed() < NUDGE_INTERVAL) {
+            return;
+        }
+        *last = Some(tokio::time::Instant::now());
+        self.nudge.notify.notify_one();
+    }
+
+    /// The version the store has reached.
+    fn at(&self) -> u64 {
+        *self.version.borrow()
     }
 
     /// The objects `listed` names ((namespace, name, resourceVersion)), in
@@ -185,6 +236,7 @@ pub fn start(client: kube::Client, collection: String) -> Arc<Reflected> {
         subscribers: Mutex::new(Subscribers::default()),
         version,
         list_failed: AtomicBool::new(false),
+        nudge: Nudge::default(),
     });
     tokio::spawn(run(client, collection, reflected.clone()));
     reflected
@@ -223,9 +275,17 @@ async fn list(client: &kube::Client, collection: &str, reflected: &Reflected) ->
     }
 }
 
-/// Watches from `version` until the provider says to list again.
+/// Watches from `version` until the provider says to list again. A watch
+/// that goes silent for longer than [`SILENCE`], or that a reader nudges,
+/// is replaced by a new one from the version reached; watches that keep
+/// ending at once without an event (a provider that cannot encode one)
+/// make it list again.
 async fn follow(client: &kube::Client, collection: &str, reflected: &Reflected, mut version: u64) {
     use futures::TryStreamExt;
+    let mut barren = 0;
+    // The version a reader waited for when it nudged, until the new
+    // watch's first change shows whether the cache was behind it.
+    let mut suspect: Option<u64> = None;
     loop {
         let uri = format!(
             "{collection}?watch=true&allowWatchBookmarks=true&resourceVersion={version}&timeoutSeconds=600"
@@ -237,6 +297,7 @@ async fn follow(client: &kube::Client, collection: &str, reflected: &Reflected, 
         else {
             return;
         };
+        let started = std::time::Instant::now();
         let stream = match client.request_events::<serde_json::Value>(request).await {
             Ok(stream) => stream,
             Err(e) => {
@@ -246,13 +307,43 @@ async fn follow(client: &kube::Client, collection: &str, reflected: &Reflected, 
             }
         };
         let mut stream = std::pin::pin!(stream);
+        let mut delivered = false;
         loop {
-            match stream.try_next().await {
-                Ok(Some(event)) => match reflected.apply(&event) {
-                    Applied::Advanced(v) => version = v,
-                    Applied::Relist => return,
-                    Applied::Ignored => {}
-                },
+            let next = tokio::select! {
+                next = tokio::time::timeout(SILENCE, stream.try_next()) => next,
+                () = reflected.nudge.notify.notified() => {
+                    let wanted = reflected.nudge.wanted.swap(0, Ordering::Relaxed);
+                    tracing::debug!(%collection, at = version, wanted,
+                        "a reader waited for a version the watch cache has not reached; watching the provider again");
+                    suspect = Some(wanted);
+                    break;
+                }
+            };
+            let Ok(next) = next else {
+                tracing::warn!(%collection, at = reflected.at(), silent_for = ?SILENCE,
+                    "the provider's watch sent nothing, not even a bookmark; watching again");
+                break;
+            };
+            match next {
+                Ok(Some(event)) => {
+                    delivered = true;
+                    match reflected.apply(&event) {
+                        Applied::Advanced(v) => {
+                            // A change the old watch had not delivered,
+                            // older than a version a reader was given:
+                            // the cache was behind.
+                            if let Some(wanted) = suspect.take()
+                                && v <= wanted
+                            {
+                                tracing::warn!(%collection, at = version, wanted, delivered = v,
+                                    "the watch cache was behind a version its readers were given; a new watch caught it up");
+                            }
+                            version = v;
+                        }
+                        Applied::Relist => return,
+                        Applied::Ignored => {}
+                    }
+                }
                 // The stream ended (timeout): watch on from where it was.
                 Ok(None) => break,
                 Err(e) => {
@@ -265,6 +356,18 @@ async fn follow(client: &kube::Client, collection: &str, reflected: &Reflected, 
                 }
             }
         }
+        if delivered || started.elapsed() >= Duration::from_secs(1) {
+            barren = 0;
+            continue;
+        }
+        barren += 1;
+        if barren >= 3 {
+            tracing::warn!(%collection, at = version,
+                "the provider's watch keeps ending without an event; listing again");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
@@ -277,6 +380,7 @@ pub fn listed(store: Store) -> Reflected {
         subscribers: Mutex::new(Subscribers::default()),
         version: watch::channel(0).0,
         list_failed: AtomicBool::new(false),
+        nudge: Nudge::default(),
     };
     reflected.set(store);
     reflected
@@ -292,7 +396,51 @@ mod tests {
             subscribers: Mutex::new(Subscribers::default()),
             version: watch::channel(0).0,
             list_failed: AtomicBool::new(list_failed),
+            nudge: Nudge::default(),
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reader_kept_waiting_nudges_the_reflector_once_in_a_while() {
+        let reflected = listed(Store::from_list(&serde_json::json!({
+            "apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": "5"}, "items": []
+        })).unwrap());
+        let patience = Duration::from_secs(3);
+        assert!(
+            reflected.reached(5, patience).await,
+            "a version reached is not waited for"
+        );
+        let nudged = reflected.nudge.notify.notified();
+        tokio::pin!(nudged);
+        assert!(
+            futures::poll!(nudged.as_mut()).is_pending(),
+            "no nudge while no reader waited"
+        );
+        let started = tokio::time::Instant::now();
+        assert!(!reflected.reached(9, patience).await);
+        assert!(
+            started.elapsed() >= patience,
+            "the reader still waits its patience"
+        );
+        assert!(
+            futures::poll!(nudged.as_mut()).is_ready(),
+            "the reader nudged"
+        );
+        assert_eq!(reflected.nudge.wanted.load(Ordering::Relaxed), 9);
+        // A second reader soon after does not nudge again.
+        assert!(!reflected.reached(10, patience).await);
+        let again = reflected.nudge.notify.notified();
+        tokio::pin!(again);
+        assert!(
+            futures::poll!(again.as_mut()).is_pending(),
+            "one nudge per interval"
+        );
+        tokio::time::advance(NUDGE_INTERVAL).await;
+        assert!(!reflected.reached(11, patience).await);
+        assert!(
+            futures::poll!(again.as_mut()).is_ready(),
+            "and one more after it"
+        );
     }
 
     // Paused time: the waits are counted, not timed.

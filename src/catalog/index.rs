@@ -1,6 +1,7 @@
 //! The catalog index: provider records in, per-consumer views out. No I/O.
 
 use crate::route::ConsumerId;
+use crate::translate::owners::{ProviderKind, ProviderKinds};
 use crate::translate::{BoundResource, IdentityHash, Isolation, NamespaceMap};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionSpec;
 use std::collections::BTreeMap;
@@ -283,6 +284,7 @@ impl Catalog {
             .in_namespace(&self.exports, &cluster_namespace)
             .collect();
         exports.sort_by(|a, b| (&a.created, &a.name).cmp(&(&b.created, &b.name)));
+        let provider_kinds = self.provider_kinds(&cluster_namespace, &exports);
         let mut resources: Vec<ServedResource> = Vec::new();
         for export in exports {
             let Some(identity) = &export.identity else {
@@ -327,6 +329,7 @@ impl Catalog {
                         has_status: has(|s| s.status.is_some()),
                         has_scale: has(|s| s.scale.is_some()),
                         namespaces: map.clone(),
+                        provider_kinds: provider_kinds.clone(),
                     },
                     spec: schema.spec.clone(),
                 });
@@ -337,6 +340,36 @@ impl Catalog {
             cluster_namespace,
             resources,
         }
+    }
+
+    /// Every kind bound through `exports` (of `cluster_namespace`) that has
+    /// a BoundSchema: the kinds whose objects are on the provider.
+    fn provider_kinds(&self, cluster_namespace: &str, exports: &[&ExportRecord]) -> ProviderKinds {
+        let mut kinds: Vec<ProviderKind> = exports
+            .iter()
+            .filter(|export| export.identity.is_some())
+            .flat_map(|export| {
+                export.resources.iter().filter_map(|(group, resource)| {
+                    let schema_name = if group.is_empty() {
+                        resource.clone()
+                    } else {
+                        format!("{resource}.{group}")
+                    };
+                    let schema = self
+                        .schemas
+                        .get(&(cluster_namespace.to_string(), schema_name))?;
+                    Some(ProviderKind {
+                        group: group.clone(),
+                        kind: schema.spec.names.kind.clone(),
+                        prefixed: schema.spec.scope != "Namespaced"
+                            && export.isolation == Isolation::Prefixed,
+                    })
+                })
+            })
+            .collect();
+        kinds.sort();
+        kinds.dedup();
+        kinds.into()
     }
 
     fn in_namespace<'a, T>(

@@ -711,6 +711,15 @@ fn request_error(bound: &BoundResource, error: RequestError) -> ApiError {
             &format!("metadata.labels[{key}]"),
             "the label is reserved by bindery",
         ),
+        RequestError::Refused(Refusal::ReservedAnnotation { name, key }) => {
+            ApiError::field_forbidden(
+                &bound.group,
+                &bound.kind,
+                &name,
+                &format!("metadata.annotations[{key}]"),
+                "the annotation is reserved by bindery",
+            )
+        }
         RequestError::Continue(error @ TokenError::Encoding(_)) => ApiError::bad_request(format!(
             "invalid continue token: continue key is not valid: {error}"
         )),

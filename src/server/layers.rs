@@ -262,7 +262,7 @@ where
         let future = self.inner.call(request);
         Box::pin(async move {
             let response = future.await?;
-            tracing::info!(%method, %path, status = response.status().as_u16(), elapsed_ms = start.elapsed().as_millis() as u64, request_id = %id, "request");
+            tracing::debug!(%method, %path, status = response.status().as_u16(), elapsed_ms = start.elapsed().as_millis() as u64, request_id = %id, "request");
             Ok(response)
         })
     }

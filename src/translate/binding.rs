@@ -2,6 +2,7 @@
 
 use super::identity::{CONSUMER_LABEL, EXPORT_LABEL, IdentityHash};
 use super::namespaces::NamespaceMap;
+use super::owners::ProviderKinds;
 use crate::route::ConsumerId;
 
 /// Where a cluster-scoped object of an export lives on the provider
@@ -30,6 +31,9 @@ pub struct BoundResource {
     pub has_status: bool,
     pub has_scale: bool,
     pub namespaces: NamespaceMap,
+    /// Every kind the consumer has bound: an ownerReference to one of them
+    /// names an object on the provider.
+    pub provider_kinds: ProviderKinds,
 }
 
 impl BoundResource {
@@ -50,10 +54,11 @@ impl BoundResource {
             has_status,
             has_scale,
             namespaces,
+            provider_kinds,
         } = self;
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         (consumer, group, resource, kind, namespaced, isolation).hash(&mut hasher);
-        (export, identity, has_status, has_scale).hash(&mut hasher);
+        (export, identity, has_status, has_scale, provider_kinds).hash(&mut hasher);
         (namespaces.cluster_namespace(), namespaces.generation()).hash(&mut hasher);
         hasher.finish()
     }
@@ -141,6 +146,7 @@ pub(crate) mod fixtures {
             has_status: true,
             has_scale: true,
             namespaces: NamespaceMap::new("kube-bind-c1"),
+            provider_kinds: Default::default(),
         }
     }
 

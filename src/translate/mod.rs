@@ -15,6 +15,7 @@ pub mod fields;
 pub mod identity;
 pub mod namespaces;
 pub mod objects;
+pub mod owners;
 pub mod request;
 pub mod response;
 pub mod workspace;

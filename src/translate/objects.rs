@@ -1,10 +1,12 @@
 //! One object, either way: consumer → provider (namespace and cluster-scoped
-//! name mapped, identity labels stamped, reserved labels refused) and
-//! provider → consumer (identity checked, names mapped back, identity labels
-//! and their managed-fields entries removed).
+//! name mapped, identity labels stamped, reserved labels and annotations
+//! refused, ownerReferences split by cluster) and provider → consumer
+//! (identity checked, names mapped back, identity labels and their
+//! managed-fields entries removed, ownerReferences joined).
 
 use super::binding::BoundResource;
 use super::identity::is_reserved_label;
+use super::owners::{OWNER_REFERENCES_ANNOTATION, references_down, references_up};
 use serde_json::{Map, Value};
 
 /// Why a consumer's object cannot go to the provider.
@@ -12,6 +14,8 @@ use serde_json::{Map, Value};
 pub enum Refusal {
     /// The object sets a label bindery reserves.
     ReservedLabel { name: String, key: String },
+    /// The object sets an annotation bindery reserves.
+    ReservedAnnotation { name: String, key: String },
 }
 
 pub use crate::forward::answer::Visibility;
@@ -58,7 +62,22 @@ pub fn metadata_down(
                 key: key.clone(),
             });
         }
+        if metadata
+            .get("annotations")
+            .and_then(Value::as_object)
+            .is_some_and(|a| a.contains_key(OWNER_REFERENCES_ANNOTATION))
+        {
+            return Err(Refusal::ReservedAnnotation {
+                name,
+                key: OWNER_REFERENCES_ANNOTATION.into(),
+            });
+        }
         stamp_labels(bound, metadata);
+        references_down(
+            &bound.provider_kinds,
+            bound.namespaces.cluster_namespace(),
+            metadata,
+        );
     }
     if bound.namespaced {
         if let Some(Value::String(ns)) = metadata.get_mut("namespace")
@@ -128,6 +147,11 @@ pub fn object_up(bound: &BoundResource, object: &mut Value, with_labels: bool) -
     }
     if with_labels {
         strip_labels(metadata);
+        references_up(
+            &bound.provider_kinds,
+            bound.namespaces.cluster_namespace(),
+            metadata,
+        );
     }
     Visibility::Visible
 }
@@ -254,6 +278,45 @@ mod tests {
                 key: "bindery.dev/export".into()
             })
         );
+    }
+
+    #[test]
+    fn the_owner_references_annotation_is_bindery_s() {
+        let w = widgets();
+        let mut object = json!({"metadata": {"name": "a",
+            "annotations": {OWNER_REFERENCES_ANNOTATION: "[]"}}});
+        assert_eq!(
+            object_down(&w, &mut object, true),
+            Err(Refusal::ReservedAnnotation {
+                name: "a".into(),
+                key: OWNER_REFERENCES_ANNOTATION.into()
+            })
+        );
+    }
+
+    #[test]
+    fn app_cluster_owners_round_trip_through_the_provider_form() {
+        let mut w = widgets();
+        w.provider_kinds = vec![crate::translate::owners::ProviderKind {
+            group: "example.com".into(),
+            kind: "Widget".into(),
+            prefixed: false,
+        }]
+        .into();
+        let references = json!([
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "uid": "u1", "controller": true},
+            {"apiVersion": "example.com/v1", "kind": "Widget", "name": "w", "uid": "u2"},
+        ]);
+        let written = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": "a", "namespace": "ns", "ownerReferences": references}});
+        let mut object = written.clone();
+        object_down(&w, &mut object, true).unwrap();
+        assert_eq!(
+            object["metadata"]["ownerReferences"],
+            json!([references[1]])
+        );
+        assert_eq!(object_up(&w, &mut object, true), Visibility::Visible);
+        assert_eq!(object, written);
     }
 
     #[test]

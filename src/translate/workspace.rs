@@ -123,6 +123,7 @@ mod tests {
             has_status: true,
             has_scale: false,
             namespaces,
+            provider_kinds: Default::default(),
         }
     }
 

@@ -105,7 +105,7 @@ fn second_bindery(relay: &Relay) -> ServingOnly {
 }
 
 /// A `bindery serve` (serving only) that reaches the provider at `server`.
-fn bindery_reaching(server: &str) -> ServingOnly {
+pub(crate) fn bindery_reaching(server: &str) -> ServingOnly {
     let provider = &clusters().provider;
     let kubeconfig = std::fs::read_to_string(&provider.kubeconfig).unwrap();
     let relayed = kubeconfig.replace(&provider.server, server);
@@ -122,7 +122,7 @@ fn bindery_reaching(server: &str) -> ServingOnly {
 }
 
 /// A new consumer of the postgresql template (requested as `<prefix>-…`).
-fn postgresql_consumer(prefix: &str) -> crate::bindery::Consumer {
+pub(crate) fn postgresql_consumer(prefix: &str) -> crate::bindery::Consumer {
     install_examples();
     let identity = unique_name(&format!("{prefix}-cluster"));
     let status = request(

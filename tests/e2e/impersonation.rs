@@ -120,6 +120,7 @@ fn binding(
         has_status: false,
         has_scale: false,
         namespaces,
+        provider_kinds: Default::default(),
     }
 }
 

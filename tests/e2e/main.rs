@@ -3,6 +3,7 @@
 //! kube-controller-manager processes, and real kubectl.
 
 mod aggregation;
+mod app_controllers;
 mod authn;
 mod authz;
 mod availability;

@@ -16,7 +16,7 @@ const INSTANCES: &str = "postgresqlinstances.db.example.com";
 
 /// Binds the postgresql template and waits until the app cluster serves
 /// it; held, no other test binds into the app cluster.
-fn bound() -> std::sync::MutexGuard<'static, ()> {
+pub(crate) fn bound() -> std::sync::MutexGuard<'static, ()> {
     let guard = app_cluster_binds();
     install_examples();
     bind_template("postgresql");

@@ -242,6 +242,8 @@ fn take_annotation(metadata: &mut Map<String, Value>) -> Vec<(usize, Value)> {
 }
 
 const MANAGED_ANNOTATION: &str = "f:bindery.dev/owner-references";
+// Managed-fields maps are kept in kube-apiserver's order: `.`, then fields,
+// then keys (`.` < `f:` < `k:` by bytes), so sorting by key restores it.
 
 fn uid_key(uid: &str) -> String {
     format!("k:{}", json!({"uid": uid}))
@@ -272,9 +274,9 @@ fn managed_down(fields: &mut Value, hidden_uids: &[String]) {
         .or_insert_with(|| json!({".": {}}));
     if let Some(annotations) = annotations.as_object_mut() {
         annotations.insert(MANAGED_ANNOTATION.into(), json!({}));
-        sort_keys(annotations);
+        annotations.sort_keys();
     }
-    sort_keys(metadata);
+    metadata.sort_keys();
 }
 
 /// One managed-fields set, provider → consumer: the annotation's entry
@@ -311,15 +313,9 @@ fn managed_up(fields: &mut Value, hidden: &[Value]) {
             entry.sort_keys();
             references.insert(uid_key(uid), Value::Object(entry));
         }
-        sort_keys(references);
+        references.sort_keys();
     }
-    sort_keys(metadata);
-}
-
-/// Orders keys as kube-apiserver writes a managed-fields set: `.`, then
-/// fields, then keys (`.` < `f:` < `k:` by bytes).
-fn sort_keys(map: &mut Map<String, Value>) {
-    map.sort_keys();
+    metadata.sort_keys();
 }
 
 #[cfg(test)]

@@ -102,7 +102,7 @@ async fn forward(
         .any(|p| p == "watch=true" || p == "watch=1");
     let impersonated = parts.headers.contains_key("impersonate-user");
     let collection = path == COLLECTION || path.ends_with("/postgresqlinstances");
-    if collection && watch && !impersonated && path == COLLECTION {
+    if path == COLLECTION && watch && !impersonated {
         seen.reflector_watches.fetch_add(1, Ordering::SeqCst);
     }
     if collection && !watch && impersonated && parts.method == http::Method::GET {

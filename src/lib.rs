@@ -22,6 +22,7 @@ pub mod expiring;
 pub mod forward;
 pub mod kubeconfig;
 pub mod proxy;
+pub mod quota;
 pub mod request_body;
 pub mod route;
 pub mod router;

@@ -106,6 +106,7 @@ pub async fn run(options: Options) -> Result<()> {
             access: options
                 .impersonate
                 .then(|| crate::proxy::access::Access::new(client.clone())),
+            quota: crate::quota::QuotaAdmission::new(registrations.clone()),
         },
         version: serde_json::to_value(&version).context("encoding the provider's version")?,
         registrations: registrations.clone(),

@@ -91,6 +91,10 @@ pub fn account() -> Vec<Value> {
                     "resourceNames": ["kube-system"], "verbs": ["get"]},
                 {"apiGroups": ["apiregistration.k8s.io"], "resources": ["apiservices"],
                     "verbs": ["get", "list", "watch"]},
+                // Quota admission: creates of bound objects are charged to
+                // the app cluster's ResourceQuotas (crate::quota).
+                {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["list"]},
+                {"apiGroups": [""], "resources": ["resourcequotas/status"], "verbs": ["update"]},
             ],
         }),
         json!({
@@ -474,6 +478,25 @@ mod tests {
         }
         let namespaces = &role["rules"][2];
         assert_eq!(namespaces["resourceNames"], json!(["kube-system"]));
+        // Quota admission reads quotas and writes only their status.
+        let quotas: Vec<_> = role["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| {
+                r["resources"][0]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("resourcequotas")
+            })
+            .collect();
+        assert_eq!(
+            quotas,
+            [
+                &json!({"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["list"]}),
+                &json!({"apiGroups": [""], "resources": ["resourcequotas/status"], "verbs": ["update"]}),
+            ]
+        );
         let delegator = account
             .iter()
             .find(|o| o["metadata"]["name"] == AUTH_DELEGATOR_BINDING)

@@ -263,6 +263,9 @@ impl CachedUpstream {
                     .ok()
             });
         if let Some(version) = version {
+            if let Some(reflected) = self.resources.get(&collection) {
+                reflected.expect(version);
+            }
             let mut newest = self.written.entry(collection).or_insert(0);
             *newest = (*newest).max(version);
         }

@@ -124,9 +124,36 @@ impl Reflected {
         if version > 0 {
             self.nudge(version);
         }
-        tokio::time::timeout(patience - first, seen.wait_for(|v| *v >= wanted))
+        let reached = tokio::time::timeout(patience - first, seen.wait_for(|v| *v >= wanted))
             .await
-            .is_ok_and(|r| r.is_ok())
+            .is_ok_and(|r| r.is_ok());
+        if !reached {
+            tracing::info!(
+                at = self.at(),
+                wanted,
+                ?patience,
+                "a reader waited the watch cache's full patience; the provider answers it"
+            );
+        }
+        reached
+    }
+
+    /// A write through bindery answered with `version`: the watch should
+    /// bring it within moments. When it has not after [`NUDGE_AFTER`], the
+    /// reflector is nudged, so that a watch that went silent is found by
+    /// the first write after, not by the readers that would wait for it.
+    pub fn expect(self: &Arc<Self>, version: u64) {
+        if self.at() >= version {
+            return;
+        }
+        let reflected = self.clone();
+        tokio::spawn(async move {
+            let mut seen = reflected.version.subscribe();
+            let brought = tokio::time::timeout(NUDGE_AFTER, seen.wait_for(|v| *v >= version)).await;
+            if brought.is_err() {
+                reflected.nudge(version);
+            }
+        });
     }
 
     /// Asks the reflector to watch again, unless it was asked recently.
@@ -283,9 +310,9 @@ async fn list(client: &kube::Client, collection: &str, reflected: &Reflected) ->
 async fn follow(client: &kube::Client, collection: &str, reflected: &Reflected, mut version: u64) {
     use futures::TryStreamExt;
     let mut barren = 0;
-    // The version a reader waited for when it nudged, until the new
-    // watch's first change shows whether the cache was behind it.
-    let mut suspect: Option<u64> = None;
+    // The version a reader waited for when it nudged, and the cache's
+    // version then: a later watch that delivers it shows the lag.
+    let mut suspect: Option<(u64, u64)> = None;
     loop {
         let uri = format!(
             "{collection}?watch=true&allowWatchBookmarks=true&resourceVersion={version}&timeoutSeconds=600"
@@ -315,7 +342,7 @@ async fn follow(client: &kube::Client, collection: &str, reflected: &Reflected, 
                     let wanted = reflected.nudge.wanted.swap(0, Ordering::Relaxed);
                     tracing::debug!(%collection, at = version, wanted,
                         "a reader waited for a version the watch cache has not reached; watching the provider again");
-                    suspect = Some(wanted);
+                    suspect = Some((wanted, version));
                     break;
                 }
             };
@@ -329,14 +356,16 @@ async fn follow(client: &kube::Client, collection: &str, reflected: &Reflected, 
                     delivered = true;
                     match reflected.apply(&event) {
                         Applied::Advanced(v) => {
-                            // A change the old watch had not delivered,
-                            // older than a version a reader was given:
-                            // the cache was behind.
-                            if let Some(wanted) = suspect.take()
-                                && v <= wanted
+                            // The version a reader waited for, which the
+                            // old watch had not delivered in that time:
+                            // the cache was behind. (A reader may wait
+                            // for a version the provider never had.)
+                            if let Some((wanted, at)) = suspect
+                                && v >= wanted
                             {
-                                tracing::warn!(%collection, at = version, wanted, delivered = v,
-                                    "the watch cache was behind a version its readers were given; a new watch caught it up");
+                                tracing::warn!(%collection, at, wanted, delivered = v,
+                                    "the watch cache was behind a version bindery waited for; a new watch caught it up");
+                                suspect = None;
                             }
                             version = v;
                         }
@@ -441,6 +470,33 @@ mod tests {
             futures::poll!(again.as_mut()).is_ready(),
             "and one more after it"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_the_watch_does_not_bring_nudges_the_reflector() {
+        let reflected = Arc::new(listed(Store::from_list(&serde_json::json!({
+            "apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": "5"}, "items": []
+        })).unwrap()));
+        let nudged = reflected.nudge.notify.notified();
+        tokio::pin!(nudged);
+        reflected.expect(5);
+        tokio::time::sleep(NUDGE_AFTER * 2).await;
+        assert!(
+            futures::poll!(nudged.as_mut()).is_pending(),
+            "a version the store has is not waited for"
+        );
+        reflected.expect(8);
+        tokio::time::sleep(NUDGE_AFTER / 2).await;
+        assert!(
+            futures::poll!(nudged.as_mut()).is_pending(),
+            "the watch gets its moment"
+        );
+        tokio::time::sleep(NUDGE_AFTER).await;
+        assert!(
+            futures::poll!(nudged.as_mut()).is_ready(),
+            "a write the watch did not bring nudges"
+        );
+        assert_eq!(reflected.nudge.wanted.load(Ordering::Relaxed), 8);
     }
 
     // Paused time: the waits are counted, not timed.

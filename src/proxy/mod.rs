@@ -16,6 +16,7 @@ use crate::catalog::{ConsumerView, ServedResource};
 use crate::forward::answer::{Expected, Shape, Visibility, answer_up, event_up, warnings_up};
 use crate::forward::encode::{self, ErrorForm, Failure};
 use crate::forward::request::{ApiRequest, Body, Incoming, Options};
+use crate::quota::{QuotaAdmission, Subject};
 use crate::route::{ResourceRequest, Verb};
 use crate::status::ApiError;
 use crate::translate::binding::BoundResource;
@@ -47,6 +48,8 @@ pub struct Proxy {
     /// Makes a consumer's requests as its own provider-side account
     /// (`None`: as bindery's, kept apart by translation alone).
     pub access: Option<access::Access>,
+    /// Charges creates to the app cluster's ResourceQuotas.
+    pub quota: QuotaAdmission,
 }
 
 /// A complete response with `body`.
@@ -195,10 +198,85 @@ impl Exchange<'_> {
         {
             self.proxy.namespaces.ensure(bound, namespace).await?;
         }
+        if let Some(answer) = self.admit(&provider, current.as_ref()).await? {
+            return Ok(answer);
+        }
         match self.request.verb {
             Verb::Watch => self.watch(provider).await,
             _ => self.exchange(provider).await,
         }
+    }
+
+    /// Quota admission for a create in a namespace that a ResourceQuota of
+    /// the app cluster constrains. The create is first sent as a dry run,
+    /// so that what kube-apiserver checks before its quota admission
+    /// (validation, the provider's own admission, a name in use) refuses
+    /// first and an invalid create is never charged; then the quota is
+    /// charged, and the create goes on as it came. A dry run's answer is
+    /// the answer to a dry run.
+    async fn admit(
+        &self,
+        provider: &ProviderRequest,
+        current: Option<&Value>,
+    ) -> Result<Option<Response<BoxBody>>, Failure> {
+        let bound = self.bound();
+        let applied = matches!(self.request.body, Some(Body::Patch(PatchType::Apply, _)));
+        let creates = self.request.verb == Verb::Create || (applied && current.is_none());
+        let (true, Some(namespace), None) = (
+            creates,
+            &self.resource.namespace,
+            &self.resource.subresource,
+        ) else {
+            return Ok(None);
+        };
+        let Some(pending) = self
+            .proxy
+            .quota
+            .pending(
+                bound.consumer.as_str(),
+                namespace,
+                &bound.group,
+                &bound.resource,
+            )
+            .await?
+        else {
+            return Ok(None);
+        };
+        let dry_run = match &self.request.options {
+            Options::Create(options) | Options::Patch(options) => !options.dry_run.is_empty(),
+            _ => false,
+        };
+        let mut trial = provider.clone();
+        if !dry_run {
+            trial.query.push(("dryRun".into(), "All".into()));
+        }
+        let answer = self.exchange(trial).await?;
+        let subject = Subject {
+            group: &bound.group,
+            resource: &bound.resource,
+            name: &self.created_name(),
+        };
+        pending.charge(&subject, dry_run).await?;
+        Ok(dry_run.then_some(answer))
+    }
+
+    /// The name a create's refusal gives its object, as kube-apiserver's
+    /// admission errors do: its name, else its `generateName`, else
+    /// `Unknown`.
+    fn created_name(&self) -> String {
+        if let Some(name) = &self.resource.name {
+            return name.clone();
+        }
+        let metadata = match &self.request.body {
+            Some(Body::Object(object)) => &object["metadata"],
+            _ => &Value::Null,
+        };
+        ["name", "generateName"]
+            .iter()
+            .filter_map(|key| metadata[key].as_str())
+            .find(|value| !value.is_empty())
+            .unwrap_or("Unknown")
+            .to_string()
     }
 
     /// The provider's current object behind the request's name, in provider
@@ -489,6 +567,20 @@ impl Exchange<'_> {
     async fn watch(&self, provider: ProviderRequest) -> Result<Response<BoxBody>, Failure> {
         let mut upstream = self.build(&provider)?;
         let media = self.request.output.media;
+        // A metadata watch (what the app cluster's collector and quota
+        // controller run) is made of the whole objects' events: the cache
+        // serves those, so it holds through the provider's restarts as a
+        // whole-object watch does. Each object is cut to its metadata
+        // before it is read as the provider's PartialObjectMetadata.
+        let partial = match self.request.output.target {
+            Target::PartialObjectMetadata(meta) | Target::PartialObjectMetadataList(meta) => {
+                upstream
+                    .headers_mut()
+                    .insert(ACCEPT, HeaderValue::from_static("application/json"));
+                Some(meta)
+            }
+            _ => None,
+        };
         if self.cacheable() && media == Media::Json {
             let make = || self.translation();
             if let Some(body) = self.proxy.upstream.watch_translated(&upstream, &make).await {
@@ -512,7 +604,12 @@ impl Exchange<'_> {
         let (view, shape) = (self.view.clone(), self.shape.clone());
         let body = watch::translate_stream(
             response.into_body(),
-            Box::new(move |event| encode::event(&event_up(&view, &shape, event)?, media)),
+            Box::new(move |mut event| {
+                if let Some(meta) = partial {
+                    watch::cut_to_metadata(&mut event, meta);
+                }
+                encode::event(&event_up(&view, &shape, event)?, media)
+            }),
             self.proxy.shutdown.clone(),
         );
         Ok(encode::watch_response(status, body, media))

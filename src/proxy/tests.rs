@@ -100,6 +100,7 @@ fn proxy(upstream: Arc<dyn Upstream>) -> Proxy {
         namespaces: NamespaceProvisioner::new(kube::Client::new(unreachable, "default")),
         shutdown: signal::channel(false).1,
         access: None,
+        quota: crate::quota::QuotaAdmission::new(Default::default()),
     }
 }
 

@@ -6,6 +6,7 @@
 //! the upstream ends it, the client goes away, or bindery shuts down.
 
 use crate::upstream::{BoxBody, BoxError};
+use crate::wire::accept::MetaVersion;
 use bytes::{Bytes, BytesMut};
 use futures::{SinkExt, StreamExt};
 use http_body_util::{BodyExt, StreamBody};
@@ -26,6 +27,26 @@ pub fn json_lines(
         line.push(b'\n');
         Some(Bytes::from(line))
     })
+}
+
+/// A whole object's watch event as a metadata watch has it: the object
+/// (of an object event or a bookmark) becomes a `PartialObjectMetadata`
+/// of `meta`'s version with the object's metadata. An error's Status, or
+/// an object already partial, is left as it is.
+pub fn cut_to_metadata(event: &mut serde_json::Value, meta: MetaVersion) {
+    let object = &mut event["object"];
+    if !object.is_object() || object["kind"] == "Status" {
+        return;
+    }
+    let metadata = object
+        .get_mut("metadata")
+        .map(serde_json::Value::take)
+        .unwrap_or(serde_json::Value::Null);
+    *object = serde_json::json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": meta.api_version(),
+        "metadata": metadata,
+    });
 }
 
 /// Translates a watch response body, event by event, with `translate`.
@@ -74,4 +95,35 @@ fn translate_line(translate: &mut EventTranslator, line: &[u8]) -> Option<Bytes>
     // Not JSON: nothing bindery can read, so nothing it may pass on.
     let event: serde_json::Value = serde_json::from_slice(trimmed).ok()?;
     translate(event)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_whole_objects_event_is_cut_to_its_metadata() {
+        let mut event = json!({"type": "MODIFIED", "object": {"apiVersion": "g/v1", "kind": "Thing",
+            "metadata": {"name": "a", "resourceVersion": "7"}, "spec": {"secret": 1}}});
+        cut_to_metadata(&mut event, MetaVersion::V1);
+        assert_eq!(
+            event,
+            json!({"type": "MODIFIED", "object": {"kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1", "metadata": {"name": "a", "resourceVersion": "7"}}})
+        );
+        let mut bookmark = json!({"type": "BOOKMARK", "object": {"apiVersion": "g/v1", "kind": "Thing",
+            "metadata": {"resourceVersion": "9"}}});
+        cut_to_metadata(&mut bookmark, MetaVersion::V1beta1);
+        assert_eq!(bookmark["object"]["apiVersion"], "meta.k8s.io/v1beta1");
+        assert_eq!(
+            bookmark["object"]["metadata"],
+            json!({"resourceVersion": "9"})
+        );
+        let error =
+            json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "code": 410}});
+        let mut cut = error.clone();
+        cut_to_metadata(&mut cut, MetaVersion::V1);
+        assert_eq!(cut, error, "a Status stays a Status");
+    }
 }

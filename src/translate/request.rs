@@ -17,7 +17,7 @@ use crate::wire::query::{IncludeObject, ListOptions, Pairs};
 use serde_json::Value;
 
 /// The request bindery sends to the provider.
-#[derive(Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ProviderRequest {
     pub method: http::Method,
     /// Path, percent-encoded.

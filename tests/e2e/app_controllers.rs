@@ -1,8 +1,11 @@
 //! The app cluster's own kube-controller-manager and bound resources: its
 //! resource-quota controller counts bound objects (`count/<resource>.<group>`)
 //! through the aggregated path with metadata informers, following
-//! deletions, and neither it nor the garbage collector logs a cache that
-//! cannot sync or a watch-list that never ends its initial events.
+//! deletions; bindery's quota admission charges creations to the quota at
+//! once and refuses the one over its limit, as kube-apiserver does for a
+//! local CRD; and neither the quota controller nor the garbage collector
+//! logs a cache that cannot sync or a watch-list that never ends its
+//! initial events.
 
 use crate::fixture::{clusters, unique_name};
 use crate::owners::bound;
@@ -49,7 +52,7 @@ fn the_app_clusters_quota_controller_counts_bound_objects_and_its_caches_sync() 
         "metadata": {"name": "instances", "namespace": namespace},
         "spec": {"hard": {COUNT: "5"}}});
     app.kubectl_with_stdin(&["apply", "-f", "-"], Some(&quota.to_string()));
-    let used = || {
+    let status = |field: &str| {
         let quota: serde_json::Value = serde_json::from_str(&app.kubectl(&[
             "get",
             "resourcequota",
@@ -60,11 +63,12 @@ fn the_app_clusters_quota_controller_counts_bound_objects_and_its_caches_sync() 
             "json",
         ]))
         .expect("kubectl prints JSON");
-        quota["status"]["used"][COUNT]
+        quota["status"][field][COUNT]
             .as_str()
             .unwrap_or_default()
             .to_string()
     };
+    let used = || status("used");
     // The quota controller finds new resources in discovery every 30 s:
     // wait until it monitors this one and its caches synced after that.
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -83,8 +87,8 @@ fn the_app_clusters_quota_controller_counts_bound_objects_and_its_caches_sync() 
         std::thread::sleep(Duration::from_millis(500));
     }
     // A deletion is what makes the quota controller count again (creations
-    // are counted by quota admission, which bindery does not do yet): its
-    // monitor of the bound resource must have listed and be watching.
+    // are charged by quota admission): its monitor of the bound resource
+    // must have listed and be watching.
     let deadline = Instant::now() + Duration::from_secs(90);
     let mut deleted = Vec::new();
     for name in ["one", "two"] {
@@ -109,6 +113,85 @@ fn the_app_clusters_quota_controller_counts_bound_objects_and_its_caches_sync() 
             std::thread::sleep(Duration::from_millis(500));
         }
     }
+
+    // Quota admission: a create is charged before it is answered (the
+    // controller does not count creations), a dry run is not, and the
+    // create over the limit is refused with kube-apiserver's words.
+    let instance = |name: &str| {
+        json!({"apiVersion": "db.example.com/v1", "kind": "PostgreSQLInstance",
+            "metadata": {"name": name, "namespace": namespace}, "spec": {"plan": "small"}})
+        .to_string()
+    };
+    app.kubectl_with_stdin(&["create", "-f", "-"], Some(&instance("four")));
+    assert_eq!(used(), "2", "the create of four was charged to the quota");
+    app.kubectl_with_stdin(
+        &["create", "--dry-run=server", "-f", "-"],
+        Some(&instance("five")),
+    );
+    assert_eq!(used(), "2", "a dry run is not charged");
+    app.kubectl(&[
+        "patch",
+        "resourcequota",
+        "instances",
+        "-n",
+        &namespace,
+        "--type=merge",
+        "-p",
+        &json!({"spec": {"hard": {COUNT: "2"}}}).to_string(),
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while status("hard") != "2" {
+        assert!(
+            Instant::now() < deadline,
+            "the quota controller never took the new limit"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // What kube-apiserver checks before quota admission refuses first: an
+    // invalid object is invalid, not over quota.
+    let invalid = json!({"apiVersion": "db.example.com/v1", "kind": "PostgreSQLInstance",
+        "metadata": {"name": "invalid", "namespace": namespace}, "spec": {}});
+    let refused = app.kubectl_output(&["create", "-f", "-"], Some(&invalid.to_string()));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("The PostgreSQLInstance \"invalid\" is invalid: spec.plan: Required value"),
+        "an invalid create over the quota: {stderr}"
+    );
+    let refused = app.kubectl_output(&["create", "-f", "-"], Some(&instance("five")));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    let expected = format!(
+        "Error from server (Forbidden): error when creating \"STDIN\": postgresqlinstances.db.example.com \"five\" is forbidden: exceeded quota: instances, requested: {COUNT}=1, used: {COUNT}=2, limited: {COUNT}=2"
+    );
+    assert!(
+        !refused.status.success() && stderr.contains(&expected),
+        "the create over the quota: {stderr}"
+    );
+    // A server-side apply that makes its object is a create to quota
+    // admission too.
+    let applied = app.kubectl_output(
+        &["apply", "--server-side", "-f", "-"],
+        Some(&instance("six")),
+    );
+    let stderr = String::from_utf8_lossy(&applied.stderr);
+    let expected = format!(
+        "postgresqlinstances.db.example.com \"six\" is forbidden: exceeded quota: instances, requested: {COUNT}=1, used: {COUNT}=2, limited: {COUNT}=2"
+    );
+    assert!(
+        !applied.status.success() && stderr.contains(&expected),
+        "a server-side apply over the quota: {stderr}"
+    );
+    let five = app.kubectl_output(
+        &[
+            "get",
+            "postgresqlinstances.db.example.com",
+            "five",
+            "-n",
+            &namespace,
+        ],
+        None,
+    );
+    assert!(!five.status.success(), "the refused create made no object");
+    assert_eq!(used(), "2", "the refused create was not charged");
 
     let log = controller_manager_log();
     let window = log.get(since..).unwrap_or_default();

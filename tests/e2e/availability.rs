@@ -106,6 +106,16 @@ fn second_bindery(relay: &Relay) -> ServingOnly {
 
 /// A `bindery serve` (serving only) that reaches the provider at `server`.
 pub(crate) fn bindery_reaching(server: &str) -> ServingOnly {
+    serving_only(&kubeconfig_reaching(server), &[])
+}
+
+/// [`bindery_reaching`], logging what bindery logs by default to `log`.
+pub(crate) fn bindery_reaching_logged(server: &str, log: &std::path::Path) -> ServingOnly {
+    crate::bindery::serving_only_logged(&kubeconfig_reaching(server), log)
+}
+
+/// The provider's kubeconfig with its server changed to `server`.
+fn kubeconfig_reaching(server: &str) -> std::path::PathBuf {
     let provider = &clusters().provider;
     let kubeconfig = std::fs::read_to_string(&provider.kubeconfig).unwrap();
     let relayed = kubeconfig.replace(&provider.server, server);
@@ -118,7 +128,7 @@ pub(crate) fn bindery_reaching(server: &str) -> ServingOnly {
         server.rsplit(':').next().unwrap_or_default()
     ));
     std::fs::write(&path, relayed).unwrap();
-    serving_only(&path, &[])
+    path
 }
 
 /// A new consumer of the postgresql template (requested as `<prefix>-…`).
@@ -406,7 +416,7 @@ fn the_watch_cache_serves_through_an_outage_and_catches_up_after_it() {
 /// A second kube-apiserver of the shared provider: the provider's own
 /// command line (recorded by cluster.sh), on its own port, against the same
 /// etcd. Restarting it disturbs no other test.
-struct ProviderReplica {
+pub(crate) struct ProviderReplica {
     args: Vec<String>,
     port: u16,
     log: std::path::PathBuf,
@@ -414,7 +424,7 @@ struct ProviderReplica {
 }
 
 impl ProviderReplica {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let recorded = clusters()
             .provider
             .kubeconfig
@@ -447,12 +457,12 @@ impl ProviderReplica {
         replica
     }
 
-    fn server(&self) -> String {
+    pub(crate) fn server(&self) -> String {
         format!("https://127.0.0.1:{}", self.port)
     }
 
     /// Starts the process and waits until it is ready.
-    fn run(&mut self) {
+    pub(crate) fn run(&mut self) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -485,7 +495,7 @@ impl ProviderReplica {
     }
 
     /// Kills the process, as a crash would.
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();

@@ -62,6 +62,11 @@ pub fn bindery_cli_at(url: &str, command: &str, token: &str, args: &[&str]) -> O
 /// `bindery <command> <url>` against the app cluster, trusting the test
 /// bindery's serving CA; the caller adds credentials and arguments.
 pub fn bindery_command(url: &str, command: &str) -> Command {
+    bindery_command_for(url, command, &clusters().app.kubeconfig)
+}
+
+/// [`bindery_command`] against the app cluster `kubeconfig` reaches.
+pub fn bindery_command_for(url: &str, command: &str, kubeconfig: &std::path::Path) -> Command {
     let mut bindery_cli = Command::new(env!("CARGO_BIN_EXE_bindery"));
     bindery_cli
         .arg(command)
@@ -69,7 +74,7 @@ pub fn bindery_command(url: &str, command: &str) -> Command {
         .arg("--certificate-authority")
         .arg(bindery().pki.join("bindery/serving-ca.crt"))
         .arg("--kubeconfig")
-        .arg(&clusters().app.kubeconfig)
+        .arg(kubeconfig)
         .env_remove("BINDERY_TOKEN");
     bindery_cli
 }

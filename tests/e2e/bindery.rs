@@ -255,6 +255,36 @@ pub fn serving_only_with_env(
     extra_args: &[&str],
     env: &[(&str, &str)],
 ) -> ServingOnly {
+    spawn_serving_only(
+        provider_kubeconfig,
+        extra_args,
+        env,
+        ("error,kube_client=off", Stdio::inherit()),
+    )
+}
+
+/// [`serving_only`], logging what it logs by default to the file `log`.
+pub fn serving_only_logged(
+    provider_kubeconfig: &std::path::Path,
+    log: &std::path::Path,
+) -> ServingOnly {
+    let file = std::fs::File::create(log).expect("a log file");
+    spawn_serving_only(
+        provider_kubeconfig,
+        &[],
+        &[],
+        ("warn,bindery=info,kube_client=off", Stdio::from(file)),
+    )
+}
+
+/// `bindery serve` without controllers; `logging`: its `RUST_LOG`, and
+/// where its log goes.
+fn spawn_serving_only(
+    provider_kubeconfig: &std::path::Path,
+    extra_args: &[&str],
+    env: &[(&str, &str)],
+    logging: (&str, Stdio),
+) -> ServingOnly {
     let mut child = Command::new(env!("CARGO_BIN_EXE_bindery"))
         .args(["serve", "--controllers=false", "--listen", "127.0.0.1:0"])
         .arg("--provider-kubeconfig")
@@ -263,7 +293,8 @@ pub fn serving_only_with_env(
         .arg(&bindery().pki)
         .args(extra_args)
         .envs(env.iter().copied())
-        .env("RUST_LOG", "error,kube_client=off")
+        .env("RUST_LOG", logging.0)
+        .stderr(logging.1)
         .stdout(Stdio::piped())
         .spawn()
         .expect("bindery starts");

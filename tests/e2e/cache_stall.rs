@@ -1,7 +1,10 @@
 //! A provider watch that goes silent. A second `bindery serve` reaches the
 //! real provider through an HTTP proxy that can silence every watch it
 //! holds: the connection stays open and nothing more comes, as when the
-//! provider stops delivering one resource's events. The cache must notice
+//! provider stops delivering one resource's events. (The proxy can also cut
+//! every answer it is sending, and drops the connection of a request it
+//! cannot pass on, as an unreachable provider would: the soak test uses
+//! both.) The cache must notice
 //! within seconds (a reader waits for a version bindery itself wrote and the
 //! store has not reached) and watch again, rather than send every reader to
 //! the provider after its full patience until the watch times out.
@@ -12,7 +15,6 @@ use crate::fixture::clusters;
 use bytes::Bytes;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Incoming;
-use std::convert::Infallible;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,7 +25,6 @@ const COLLECTION: &str = "/apis/db.example.com/v1/postgresqlinstances";
 /// What the proxy saw of bindery's own requests (not a consumer's, which
 /// carry impersonation) for [`COLLECTION`], and what consumers' lists it
 /// passed.
-#[derive(Default)]
 struct Seen {
     /// bindery's own WATCHes of the collection (the cache's reflector).
     reflector_watches: AtomicU64,
@@ -31,21 +32,34 @@ struct Seen {
     consumer_lists: AtomicU64,
     /// Raised to silence every watch opened before.
     silence: AtomicU64,
+    /// Raised to cut every answer being sent.
+    cut: tokio::sync::watch::Sender<u64>,
 }
 
 /// An HTTP proxy in front of the provider, authenticating as the
 /// provider's admin (bindery's own identity there in these tests), passing
 /// impersonation headers on.
-struct SilencingProxy {
-    url: String,
+pub(crate) struct SilencingProxy {
+    pub(crate) url: String,
     seen: Arc<Seen>,
 }
 
 impl SilencingProxy {
     fn start() -> Self {
+        Self::start_to(clusters().provider.server.clone())
+    }
+
+    /// A proxy to the provider's kube-apiserver at `server` (one of the
+    /// shared provider's, with its certificates).
+    pub(crate) fn start_to(server: String) -> Self {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
-        let seen = Arc::new(Seen::default());
+        let seen = Arc::new(Seen {
+            reflector_watches: AtomicU64::new(0),
+            consumer_lists: AtomicU64::new(0),
+            silence: AtomicU64::new(0),
+            cut: tokio::sync::watch::channel(0).0,
+        });
         let shared = seen.clone();
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -54,7 +68,14 @@ impl SilencingProxy {
                 .build()
                 .unwrap();
             runtime.block_on(async move {
-                let provider = clusters().provider.client().await;
+                let kubeconfig =
+                    kube::config::Kubeconfig::read_from(&clusters().provider.kubeconfig).unwrap();
+                let mut config =
+                    kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                        .await
+                        .unwrap();
+                config.cluster_url = server.parse().unwrap();
+                let provider = kube::Client::try_from(config).unwrap();
                 listener.set_nonblocking(true).unwrap();
                 let listener = tokio::net::TcpListener::from_std(listener).unwrap();
                 loop {
@@ -77,8 +98,14 @@ impl SilencingProxy {
     }
 
     /// Every watch open now sends nothing more; its connection stays.
-    fn silence_open_watches(&self) {
+    pub(crate) fn silence_open_watches(&self) {
         self.seen.silence.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Every answer being sent now (watches above all) breaks off, and its
+    /// connection with it.
+    pub(crate) fn cut_open_answers(&self) {
+        self.seen.cut.send_modify(|generation| *generation += 1);
     }
 }
 
@@ -88,7 +115,7 @@ async fn forward(
     provider: kube::Client,
     seen: Arc<Seen>,
     request: hyper::Request<Incoming>,
-) -> Result<hyper::Response<ProxyBody>, Infallible> {
+) -> Result<hyper::Response<ProxyBody>, std::io::Error> {
     let (parts, body) = request.into_parts();
     let body = body
         .collect()
@@ -119,31 +146,40 @@ async fn forward(
     let upstream = upstream
         .body(kube::client::Body::from(body.to_vec()))
         .unwrap();
-    let response = match provider.send(upstream).await {
-        Ok(response) => response,
-        Err(e) => {
-            return Ok(hyper::Response::builder()
-                .status(502)
-                .body(
-                    http_body_util::Full::new(Bytes::from(e.to_string()))
-                        .map_err(|never| match never {})
-                        .boxed_unsync(),
-                )
-                .unwrap());
-        }
-    };
+    // A provider that cannot be reached: the connection is dropped, as it
+    // would be without the proxy.
+    let response = provider
+        .send(upstream)
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
     let (head, body) = response.into_parts();
     let born = seen.silence.load(Ordering::SeqCst);
+    let mut cut = seen.cut.subscribe();
+    cut.mark_unchanged();
     let frames = futures::stream::unfold(
-        (body, seen.clone(), watch),
-        move |(mut body, seen, watch)| async move {
-            let frame = body.frame().await?;
-            // A silenced watch holds its connection and sends nothing.
+        (body, seen.clone(), watch, cut, false),
+        move |(mut body, seen, watch, mut cut, ended)| async move {
+            if ended {
+                return None;
+            }
+            let broken = || std::io::Error::other("cut by the proxy");
+            let frame = tokio::select! {
+                frame = body.frame() => frame?,
+                _ = cut.changed() => return Some((Err(broken()), (body, seen, watch, cut, true))),
+            };
+            // A silenced watch holds its connection and sends nothing,
+            // until it is cut or the provider ends it.
             if watch && seen.silence.load(Ordering::SeqCst) != born {
-                std::future::pending::<()>().await;
+                loop {
+                    tokio::select! {
+                        frame = body.frame() => if let Some(Ok(_)) = frame { continue },
+                        _ = cut.changed() => {},
+                    }
+                    return Some((Err(broken()), (body, seen, watch, cut, true)));
+                }
             }
             let frame = frame.map_err(|e| std::io::Error::other(e.to_string()));
-            Some((frame, (body, seen, watch)))
+            Some((frame, (body, seen, watch, cut, false)))
         },
     );
     let body: ProxyBody = StreamBody::new(frames).boxed_unsync();

@@ -98,23 +98,7 @@ fn start() -> Result<Clusters, String> {
         ));
     }
     let env = String::from_utf8_lossy(&output.stdout);
-    let lookup = |key: &str| -> Result<String, String> {
-        env.lines()
-            .find_map(|line| line.strip_prefix(&format!("{key}=")))
-            .map(str::to_string)
-            .ok_or_else(|| format!("cluster.sh printed no {key}: {env}"))
-    };
-    let pki_dir = PathBuf::from(lookup("BINDERY_PKI_DIR")?);
-    let cluster = |name: &'static str, prefix: &str| -> Result<Cluster, String> {
-        Ok(Cluster {
-            name,
-            kubeconfig: PathBuf::from(lookup(&format!("{prefix}_KUBECONFIG"))?),
-            server: lookup(&format!("{prefix}_SERVER"))?,
-            pki: ClusterPki {
-                dir: pki_dir.join(name),
-            },
-        })
-    };
+    let cluster = |name: &'static str, prefix: &str| cluster_of(&env, name, prefix);
     let scratch = run_dir.join("scratch");
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch)
@@ -129,6 +113,48 @@ fn start() -> Result<Clusters, String> {
             None
         },
     })
+}
+
+/// The cluster `name` in what `cluster.sh up` printed (`env`), its keys
+/// starting with `prefix`.
+fn cluster_of(env: &str, name: &'static str, prefix: &str) -> Result<Cluster, String> {
+    let lookup = |key: &str| -> Result<String, String> {
+        env.lines()
+            .find_map(|line| line.strip_prefix(&format!("{key}=")))
+            .map(str::to_string)
+            .ok_or_else(|| format!("cluster.sh printed no {key}: {env}"))
+    };
+    let pki_dir = PathBuf::from(lookup("BINDERY_PKI_DIR")?);
+    Ok(Cluster {
+        name,
+        kubeconfig: PathBuf::from(lookup(&format!("{prefix}_KUBECONFIG"))?),
+        server: lookup(&format!("{prefix}_SERVER"))?,
+        pki: ClusterPki {
+            dir: pki_dir.join(name),
+        },
+    })
+}
+
+/// An app cluster of one test's own (in `target/e2e-<tag>-run`), apart from
+/// the shared ones: another consumer, that no other test binds into. It
+/// stops with this test run.
+#[allow(dead_code)] // only the e2e binary's soak starts one
+pub fn own_app_cluster(tag: &str) -> Cluster {
+    let run_dir = repo_root().join(format!("target/{}-{tag}-run", test_binary_name()));
+    let output = cluster_script("up", &run_dir)
+        .arg("--owner-pid")
+        .arg(std::process::id().to_string())
+        .args(["--cluster", "app"])
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("cluster.sh runs");
+    assert!(
+        output.status.success(),
+        "cluster.sh up for {tag}'s app cluster failed ({}); its log tail is above",
+        output.status
+    );
+    cluster_of(&String::from_utf8_lossy(&output.stdout), "app", "APP")
+        .unwrap_or_else(|reason| panic!("{tag}'s app cluster: {reason}"))
 }
 
 /// `conformance/cluster/cluster.sh <command> --run-dir <run_dir>`, with this

@@ -79,6 +79,7 @@ async fn proxy() -> Proxy {
         namespaces: NamespaceProvisioner::new(client.clone()),
         shutdown: tokio::sync::watch::channel(false).1,
         access: Some(Access::with_patience(client, Duration::from_secs(1))),
+        quota: bindery::quota::QuotaAdmission::new(Default::default()),
     }
 }
 

@@ -29,5 +29,6 @@ mod owners;
 mod recording_server;
 mod serving;
 mod smoke;
+mod soak;
 mod tokens;
 mod workspace;

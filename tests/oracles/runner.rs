@@ -1,8 +1,9 @@
-//! Builds and runs the Go oracles in `tests/oracles/<name>`: each is built
+//! Builds and runs the Go oracles in `tests/oracles/<name>` (and builds the
+//! Go clients of `tests/clients/<name>` for the e2e tests): each is built
 //! with the local Go toolchain into `<target>/oracles/<name>` (again only
-//! when a source is newer than the binary), reads one case per line on its
-//! stdin and answers one JSON line per case. Without Go, or when the build
-//! fails, the test fails and says why: it never skips.
+//! when a source is newer than the binary); an oracle reads one case per
+//! line on its stdin and answers one JSON line per case. Without Go, or when
+//! the build fails, the test fails and says why: it never skips.
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
@@ -40,8 +41,14 @@ fn modified(name: &str, path: &Path) -> SystemTime {
 /// The oracle `name`'s binary, built unless it is newer than its sources.
 /// `needs` says what a failed build most likely lacked.
 pub fn build(name: &str, needs: &str) -> PathBuf {
+    build_from("tests/oracles", name, needs)
+}
+
+/// The Go program `<folder>/<name>`'s binary (`folder` from the repository
+/// root), built unless it is newer than its sources.
+pub fn build_from(folder: &str, name: &str, needs: &str) -> PathBuf {
     let source = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/oracles")
+        .join(folder)
         .join(name);
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .parent()

@@ -1,7 +1,8 @@
 //! bindery's listener: TLS only (rustls), HTTP/2 or HTTP/1.1 as ALPN chose,
 //! the tower stack around the [`crate::router::Router`] (response headers
 //! and a log line ([`layers`]), the `timeout` parameter ([`deadline`]),
-//! authentication ([`authn`]), authorization ([`authz`])), and graceful shutdown (stop accepting, end watches, let
+//! authentication ([`authn`]), authorization ([`authz`])), an HTTP/1.1
+//! body nothing read kept being read ([`unread`]), and graceful shutdown (stop accepting, end watches, let
 //! requests in flight finish).
 
 pub mod authn;
@@ -11,6 +12,7 @@ pub mod gate;
 pub mod idle;
 pub mod layers;
 pub mod tls;
+pub mod unread;
 
 use crate::app::App;
 use crate::auth::client_cert::peer_certificate;
@@ -113,7 +115,8 @@ pub async fn run(
             let activity = idle::Activity::new();
             let requests = activity.clone();
             let service =
-                tower::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
+                tower::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+                    let mut request = request.map(|body| unread::Unread::new(body, !speaks_h2));
                     if let Some(peer) = &peer {
                         request.extensions_mut().insert(peer.clone());
                     }

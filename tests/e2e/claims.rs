@@ -636,15 +636,18 @@ struct Reply {
     content_type: String,
     warnings: Vec<String>,
     body: Vec<u8>,
+    /// curl's own word when it got no answer (its exit status and stderr).
+    failure: String,
 }
 
 impl Reply {
     fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.body).unwrap_or_else(|_| {
             panic!(
-                "{} is not JSON: {}",
+                "{} is not JSON: {}{}",
                 self.code,
-                String::from_utf8_lossy(&self.body)
+                String::from_utf8_lossy(&self.body),
+                self.failure
             )
         })
     }
@@ -711,7 +714,7 @@ fn send(
         curl.arg("--data-binary")
             .arg(format!("@{}", input.display()));
     }
-    let output = curl.output().expect("curl runs");
+    let output = curl.arg("-S").output().expect("curl runs");
     let code = String::from_utf8_lossy(&output.stdout).parse().unwrap_or(0);
     let head = std::fs::read_to_string(&head).unwrap_or_default();
     let header = |name: &str| -> Vec<String> {
@@ -728,6 +731,15 @@ fn send(
         content_type: header("content-type").pop().unwrap_or_default(),
         warnings: header("warning"),
         body: std::fs::read(&out).unwrap_or_default(),
+        failure: if output.status.success() {
+            String::new()
+        } else {
+            format!(
+                " (curl {method} {path}: {}, {})",
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim()
+            )
+        },
     };
     let _ = std::fs::remove_dir_all(&scratch);
     reply

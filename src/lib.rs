@@ -15,6 +15,7 @@ pub mod bind;
 pub mod cache;
 pub mod catalog;
 pub mod certs;
+pub mod claim_referrers;
 pub mod controllers;
 pub mod discovery;
 pub mod documents;

@@ -28,7 +28,10 @@ impl PermissionClaim {
     }
 }
 
-/// Which objects a claim covers. The ways of selecting are ANDed.
+/// Which objects a claim covers: kube-bind's ways (`namedResources`,
+/// `labelSelector`, `references`) are ORed, and none selects nothing;
+/// bindery's extensions (`namespaces`, `owner`) narrow. See
+/// [`crate::translate::claim_filter`].
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClaimSelector {
@@ -64,8 +67,8 @@ pub struct NamedResource {
 }
 
 /// Objects named by fields of other objects: for every object of
-/// `group`/`resource`, the JSONPaths give the name and namespace of a claimed
-/// object.
+/// `group`/`resource`, the paths (gjson syntax, as kube-bind reads them)
+/// give the name and namespace of a claimed object.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SelectorReference {
@@ -83,7 +86,7 @@ pub struct SelectorReference {
     pub json_path: Option<ReferencePaths>,
 }
 
-/// JSONPath expressions into a referring object.
+/// gjson paths into a referring object (kube-bind calls them JSONPaths).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReferencePaths {

@@ -14,6 +14,7 @@ use super::{Context, runner};
 use crate::api::keys::OWNER_LABEL;
 use crate::api::{APIServiceExport, APIServiceNamespace, ClaimOwner, PermissionClaim};
 use crate::bind::app_objects::{BINDING_LABEL, MANAGED_BY};
+use crate::claim_referrers::{Referrers, namespace_map};
 use crate::translate::claim_filter::{ClaimedObject, covers};
 use crate::translate::identity::is_reserved_label;
 use k8s_openapi::api::core::v1::Secret;
@@ -107,6 +108,17 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
         let resource = core_resource(plural, kind);
         let mut wanted = Vec::new();
         if !claims.is_empty() {
+            let namespaces = namespace_map(&cluster_namespace, &records.items);
+            let referrers = Referrers {
+                provider: &context.client,
+                export: &export,
+                consumer: context.consumer_of(&cluster_namespace),
+                namespaces: &namespaces,
+            };
+            let mut picked = Vec::with_capacity(claims.len());
+            for claim in &claims {
+                picked.push(referrers.picks(claim).await?);
+            }
             for record in &records {
                 let Some(provider_namespace) =
                     record.status.as_ref().and_then(|s| s.namespace.clone())
@@ -118,7 +130,7 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
                     Api::namespaced_with(context.client.clone(), &provider_namespace, &resource);
                 for source in sources.list(&ListParams::default()).await? {
                     let object = serde_json::to_value(&source).unwrap_or_default();
-                    let covered = claims.iter().any(|claim| {
+                    let covered = claims.iter().zip(&picked).any(|(claim, picked)| {
                         covers(
                             claim,
                             &ClaimedObject {
@@ -127,6 +139,7 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
                                 labels: source.labels(),
                                 side: ClaimOwner::Provider,
                             },
+                            picked,
                         )
                     });
                     if covered && source.metadata.deletion_timestamp.is_none() {

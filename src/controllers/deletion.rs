@@ -17,6 +17,7 @@
 
 use super::{Context, naming, rbac::EXPORT_RBAC_LABEL};
 use crate::api::{APIServiceExport, APIServiceNamespace, ClaimOwner};
+use crate::claim_referrers::{Referrers, namespace_map};
 use crate::translate::IdentityHash;
 use crate::translate::claim_filter::{ClaimedObject, covers};
 use crate::translate::identity::{CONSUMER_LABEL, EXPORT_LABEL};
@@ -148,9 +149,7 @@ async fn delete_objects(context: &Context, export: &APIServiceExport) -> kube::R
         return Ok(0);
     };
     let namespace = export.namespace().unwrap_or_default();
-    let consumer = namespace
-        .strip_prefix(&context.prefix)
-        .unwrap_or(&namespace);
+    let consumer = context.consumer_of(&namespace);
     let selector = format!(
         "{EXPORT_LABEL}={},{CONSUMER_LABEL}={consumer}",
         hash.label_value()
@@ -207,12 +206,21 @@ async fn delete_claimed(context: &Context, export: &APIServiceExport) -> kube::R
     )
     .list(&ListParams::default())
     .await?;
+    let cluster_namespace = export.namespace().unwrap_or_default();
+    let namespaces = namespace_map(&cluster_namespace, &records.items);
+    let referrers = Referrers {
+        provider: client,
+        export,
+        consumer: context.consumer_of(&cluster_namespace),
+        namespaces: &namespaces,
+    };
     let mut remaining = 0;
     for claim in &export.spec.permission_claims {
         let Some(resource) = namespaced_resource(client, &claim.group, &claim.resource).await?
         else {
             continue;
         };
+        let picked = referrers.picks(claim).await?;
         for record in &records {
             let Some(provider) = record.status.as_ref().and_then(|s| s.namespace.clone()) else {
                 continue;
@@ -230,6 +238,7 @@ async fn delete_claimed(context: &Context, export: &APIServiceExport) -> kube::R
                         labels: object.labels(),
                         side: ClaimOwner::Provider,
                     },
+                    &picked,
                 );
                 if !covered {
                     continue;

@@ -51,6 +51,14 @@ impl Context {
     pub fn apply(&self) -> PatchParams {
         PatchParams::apply(FIELD_MANAGER).force()
     }
+
+    /// The consumer whose cluster namespace is `cluster_namespace`, as its
+    /// objects' consumer label names it.
+    pub fn consumer_of<'a>(&self, cluster_namespace: &'a str) -> &'a str {
+        cluster_namespace
+            .strip_prefix(&self.prefix)
+            .unwrap_or(cluster_namespace)
+    }
 }
 
 /// How the controllers run.

@@ -6,18 +6,20 @@
 //! evaluated. Pure.
 
 use super::claim_filter::{ClaimedObject, covers};
+use super::claim_references::Pick;
 use crate::api::{ClaimOwner, PermissionClaim};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashSet};
 
-/// The accepted claims on one resource of one consumer's app cluster.
+/// The accepted claims on one resource of one consumer's app cluster, each
+/// with what its references picked.
 #[derive(Clone, Debug)]
 pub struct ClaimedView {
-    claims: Vec<PermissionClaim>,
+    claims: Vec<(PermissionClaim, Vec<Pick>)>,
 }
 
 impl ClaimedView {
-    pub fn new(claims: Vec<PermissionClaim>) -> Self {
+    pub fn new(claims: Vec<(PermissionClaim, Vec<Pick>)>) -> Self {
         Self { claims }
     }
 
@@ -36,7 +38,9 @@ impl ClaimedView {
             labels: &labels,
             side: ClaimOwner::Consumer,
         };
-        self.claims.iter().any(|claim| covers(claim, &claimed))
+        self.claims
+            .iter()
+            .any(|(claim, picked)| covers(claim, &claimed, picked))
     }
 }
 
@@ -156,12 +160,11 @@ mod tests {
     use serde_json::json;
 
     fn view() -> ClaimedView {
-        ClaimedView::new(
-            serde_json::from_value(json!([{"resource": "configmaps", "selector": {
-                "owner": "Consumer",
-                "labelSelector": {"matchLabels": {"share": "yes"}}}}]))
-            .unwrap(),
-        )
+        let claim = serde_json::from_value(json!({"resource": "configmaps", "selector": {
+            "owner": "Consumer",
+            "labelSelector": {"matchLabels": {"share": "yes"}}}}))
+        .unwrap();
+        ClaimedView::new(vec![(claim, Vec::new())])
     }
 
     fn config_map(name: &str, share: Option<&str>) -> Value {

@@ -7,6 +7,7 @@
 
 pub mod binding;
 pub mod claim_filter;
+pub mod claim_references;
 pub mod claimed;
 pub mod claimed_discovery;
 pub mod claimed_writes;

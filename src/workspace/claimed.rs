@@ -6,14 +6,18 @@
 //! filtered by them ([`crate::translate::claimed`]); writes are checked
 //! against them before and after ([`super::claimed_writes`]).
 
-use crate::api::{APIServiceBinding, APIServiceExport, ClaimOwner, PermissionClaim};
+use crate::api::{
+    APIServiceBinding, APIServiceExport, APIServiceNamespace, ClaimOwner, PermissionClaim,
+};
 use crate::app::App;
+use crate::claim_referrers::{Referrers, namespace_map};
 use crate::forward::answer::{Shape, answer_up, event_up};
 use crate::forward::encode::{self, ErrorForm};
 use crate::forward::request::{ApiRequest, Incoming, Options};
 use crate::proxy::{decoded_query, watch};
 use crate::route::{ConsumerId, ResourceRequest, Verb};
 use crate::status::ApiError;
+use crate::translate::claim_references::Pick;
 use crate::translate::claimed::{CheckedApart, ClaimedView, ClaimedWatch};
 use crate::translate::request::{encode, include_object, upstream_accept};
 use crate::upstream::{BoxBody, KubeUpstream, Upstream};
@@ -88,7 +92,7 @@ async fn answer(
     // kube-apiserver reads built-in kinds.
     let api = ApiRequest::parse_with(&incoming, restful::rules(&request.group))?
         .ok_or_else(not_allowed)?;
-    let view = ClaimedView::new(claims);
+    let view = ClaimedView::new(with_picks(app, target, claims).await?);
     let paths = UpstreamPaths::of(request, &parts.uri);
     match api.verb {
         Verb::Get | Verb::List | Verb::Watch => {
@@ -343,6 +347,46 @@ async fn resumed_state(
         }
     }
     None
+}
+
+/// `claims`, each with what its references pick among the consumer's
+/// bound objects (read from the provider only when a claim has references).
+async fn with_picks(
+    app: &App,
+    target: &ClaimedTarget<'_>,
+    claims: Vec<PermissionClaim>,
+) -> Result<Vec<(PermissionClaim, Vec<Pick>)>, ApiError> {
+    if claims.iter().all(|c| c.selector.references.is_empty()) {
+        return Ok(claims.into_iter().map(|c| (c, Vec::new())).collect());
+    }
+    let unavailable = |e: kube::Error| ApiError::unavailable(e.to_string());
+    let provider = &app.bind.provider;
+    let Some(export) =
+        Api::<APIServiceExport>::namespaced(provider.clone(), target.cluster_namespace)
+            .get_opt(target.export)
+            .await
+            .map_err(unavailable)?
+    else {
+        return Ok(Vec::new());
+    };
+    let records =
+        Api::<APIServiceNamespace>::namespaced(provider.clone(), target.cluster_namespace)
+            .list(&Default::default())
+            .await
+            .map_err(unavailable)?;
+    let namespaces = namespace_map(target.cluster_namespace, &records.items);
+    let referrers = Referrers {
+        provider,
+        export: &export,
+        consumer: target.consumer.as_str(),
+        namespaces: &namespaces,
+    };
+    let mut picked = Vec::with_capacity(claims.len());
+    for claim in claims {
+        let picks = referrers.picks(&claim).await.map_err(unavailable)?;
+        picked.push((claim, picks));
+    }
+    Ok(picked)
 }
 
 /// The export's claims (on one group/resource, or all) of objects the

@@ -1169,3 +1169,79 @@ fn consumer_owned_claimed_writes_are_read_and_answered_as_the_app_cluster_would(
     );
     app.kubectl(&["delete", "namespace", &direct, "--wait=false"]);
 }
+
+/// A claim by references covers the consumer's objects that its bound
+/// objects name, as kube-bind's `IsClaimed` decides (gjson paths, ORed with
+/// the claim's other ways): a ConfigMap named by a ServiceBinding's
+/// `spec.instanceName` is served through the workspace once that binding
+/// exists, and not before or after. On main a claim with references
+/// covered nothing.
+#[test]
+fn a_claim_by_references_covers_what_the_consumers_bound_objects_name() {
+    use crate::binder::curl_with_token;
+    let SharedConfigMaps {
+        template,
+        _guard,
+        consumer,
+        ..
+    } = bind_shared_config_maps_and(&[serde_json::json!({
+        "group": "", "resource": "configmaps", "selector": {"owner": "Consumer",
+            "references": [{"group": "anynines.com", "resource": "servicebindings",
+                "jsonPath": {"name": "spec.instanceName"}}]}})]);
+    let app = &clusters().app;
+    let referred = unique_name("referred");
+    app.kubectl_with_stdin(
+        &["apply", "-f", "-"],
+        Some(&format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {referred}, namespace: default}}\n\
+             data: {{k: v}}\n"
+        )),
+    );
+    let (_, controller) =
+        crate::workspace::controller_token(&template, &["get", "list", "watch"], None);
+    let base = format!(
+        "{}/services/export/{template}/clusters/{consumer}/api/v1/namespaces/default",
+        crate::bindery::bindery().url
+    );
+    let get = || {
+        curl_with_token(
+            "GET",
+            &format!("{base}/configmaps/{referred}"),
+            Some(&controller),
+            None,
+        )
+    };
+    let listed = || {
+        let (code, list) = curl_with_token(
+            "GET",
+            &format!("{base}/configmaps"),
+            Some(&controller),
+            None,
+        );
+        assert_eq!(code, 200, "{list}");
+        list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|item| item["metadata"]["name"] == referred.as_str())
+    };
+    assert_eq!(get().0, 404, "nothing refers to it yet");
+    assert!(!listed());
+
+    let binding = unique_name("binding");
+    app.kubectl_with_stdin(
+        &["apply", "-f", "-"],
+        Some(&format!(
+            "apiVersion: anynines.com/v1\nkind: ServiceBinding\nmetadata: {{name: {binding}, \
+             namespace: default}}\nspec: {{instanceName: {referred}}}\n"
+        )),
+    );
+    let (code, object) = get();
+    assert_eq!(code, 200, "a bound object names it: {object}");
+    assert_eq!(object["data"]["k"], "v");
+    assert!(listed(), "and lists show it");
+
+    app.kubectl(&["-n", "default", "delete", "servicebinding", &binding]);
+    assert_eq!(get().0, 404, "no bound object names it any more");
+    app.kubectl(&["-n", "default", "delete", "configmap", &referred]);
+}

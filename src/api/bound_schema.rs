@@ -2,13 +2,13 @@
 //! spec kept in the consumer's cluster namespace and named `<plural>.<group>`.
 //! Its controller owner is the export that uses it.
 
+use super::condition::Condition;
 use super::resources::InformerScope;
 use super::schema;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceConversion, CustomResourceDefinitionNames, CustomResourceDefinitionSpec,
     CustomResourceDefinitionVersion,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -43,6 +43,7 @@ pub struct BoundSchemaSpec {
     pub scope: ResourceScope,
     /// The versions, each with its schema.
     #[schemars(schema_with = "schema::crd_versions")]
+    #[serde(deserialize_with = "versions_in_either_form")]
     pub versions: Vec<CustomResourceDefinitionVersion>,
     /// How objects are converted between versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -66,6 +67,32 @@ impl BoundSchemaSpec {
     pub fn object_name(&self) -> String {
         format!("{}.{}", self.names.plural, self.group)
     }
+}
+
+/// A BoundSchema's versions, whose `schema` kube-bind writes either as a
+/// CRD's (`{openAPIV3Schema: …}`) or as the bare OpenAPI schema (what its
+/// helpers and kcp's APIResourceSchema source write): read as kube-bind
+/// reads them, wrapped form first, else the bare schema wrapped.
+fn versions_in_either_form<'de, D>(
+    deserializer: D,
+) -> Result<Vec<CustomResourceDefinitionVersion>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let mut versions = Vec::<serde_json::Value>::deserialize(deserializer)?;
+    for version in &mut versions {
+        if let Some(schema) = version.get_mut("schema")
+            && schema.is_object()
+            && schema.get("openAPIV3Schema").is_none_or(|s| s.is_null())
+        {
+            *schema = serde_json::json!({"openAPIV3Schema": schema.take()});
+        }
+    }
+    versions
+        .into_iter()
+        .map(serde_json::from_value)
+        .collect::<Result<_, _>>()
+        .map_err(serde::de::Error::custom)
 }
 
 /// Scope of the served resource, as in a CRD.
@@ -178,7 +205,6 @@ status:
   - type: Valid
     status: "True"
     reason: Accepted
-    message: ""
     lastTransitionTime: "2025-05-01T10:00:00Z"
 "#;
 
@@ -190,6 +216,22 @@ status:
             "postgresqlinstances.db.example.com"
         );
         assert_eq!(schema.status.expect("status").instantiations, Some(3));
+    }
+
+    #[test]
+    fn a_bare_schema_as_kube_binds_helpers_write_it_is_read_wrapped() {
+        let bare = EXAMPLE.replace(
+            "    schema:\n      openAPIV3Schema:\n        type: object\n        x-kubernetes-preserve-unknown-fields: true",
+            "    schema:\n      type: object\n      x-kubernetes-preserve-unknown-fields: true",
+        );
+        assert_ne!(bare, EXAMPLE, "the example has the wrapped form");
+        let schema: BoundSchema = serde_yaml::from_str(&bare).unwrap();
+        let openapi = schema.spec.versions[1]
+            .schema
+            .as_ref()
+            .and_then(|s| s.open_api_v3_schema.as_ref())
+            .expect("the bare schema, wrapped");
+        assert_eq!(openapi.x_kubernetes_preserve_unknown_fields, Some(true));
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! names it `cluster`). It holds the consumer's provider kubeconfig reference
 //! and the heartbeat the consumer side keeps up.
 
+use super::condition::Condition;
 use super::schema;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -129,7 +130,6 @@ status:
   - type: Healthy
     status: "True"
     reason: HeartbeatReceived
-    message: ""
     lastTransitionTime: "2025-05-01T10:00:00Z"
 "#;
 

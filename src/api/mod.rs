@@ -15,6 +15,7 @@
 pub mod bound_schema;
 pub mod claims;
 pub mod cluster_binding;
+pub mod condition;
 pub mod crd;
 pub mod keys;
 pub mod resources;
@@ -35,6 +36,7 @@ pub use claims::{
 pub use cluster_binding::{
     ClusterBinding, ClusterBindingSpec, ClusterBindingStatus, SecretKeyRef, SecretRef,
 };
+pub use condition::Condition;
 pub use crd::{CRD_FILE_HEADER, crd_file_name, crds, crds_yaml};
 pub use resources::{
     ExportedResource, GroupResource, InformerScope, PreseededNamespace, SchemaUpdatePolicy,

@@ -4,9 +4,9 @@
 //! accepted.
 
 use super::claims::{ClaimSelector, PermissionClaim};
+use super::condition::Condition;
 use super::resources::GroupResource;
 use super::schema;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -4,9 +4,9 @@
 //! lists.
 
 use super::claims::PermissionClaim;
+use super::condition::Condition;
 use super::resources::{ExportedResource, InformerScope};
 use super::schema;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -144,7 +144,6 @@ status:
   - type: Ready
     status: "True"
     reason: Synced
-    message: ""
     lastTransitionTime: "2025-05-01T10:00:00Z"
   identityHash: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
   virtualWorkspaceURL: https://bindery.example.com/services/export/postgresql
@@ -158,6 +157,24 @@ status:
         let status = export.status.expect("status");
         assert_eq!(status.conditions[0].type_, "Ready");
         assert!(status.virtual_workspace_url.is_some());
+    }
+
+    #[test]
+    fn an_export_with_the_konnectors_conditions_decodes() {
+        // kube-bind's konnector leaves reason and message out when all is
+        // well, and adds a severity; bindery's CRD also lets the time out.
+        let export: APIServiceExport = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExport",
+            "metadata": {"name": "e", "namespace": "kube-bind-x"},
+            "spec": {"resources": [{"group": "g", "resource": "r"}],
+                "informerScope": "Namespaced", "isolation": "Namespaced"},
+            "status": {"conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-02T03:04:05Z"},
+                {"type": "Connected", "status": "False", "severity": "Warning"}]}}))
+        .expect("decodes");
+        let conditions = export.status.unwrap().conditions;
+        assert_eq!(conditions[1].severity.as_deref(), Some("Warning"));
+        assert!(conditions[1].last_transition_time.is_none());
     }
 
     #[test]

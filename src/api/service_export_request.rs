@@ -3,9 +3,9 @@
 //! BoundSchemas and the APIServiceExport, and reports the outcome in `phase`.
 
 use super::claims::PermissionClaim;
+use super::condition::Condition;
 use super::resources::{ExportedResource, PreseededNamespace, SchemaUpdatePolicy};
 use super::schema;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -5,9 +5,9 @@
 //! gives the resources whichever form was used.
 
 use super::claims::PermissionClaim;
+use super::condition::Condition;
 use super::resources::{ExportedResource, InformerScope, PreseededNamespace, SchemaUpdatePolicy};
 use super::schema;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

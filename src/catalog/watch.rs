@@ -6,10 +6,10 @@
 
 use super::index::{Catalog, ExportRecord, NamespaceRecord, SchemaRecord};
 use super::interned::Specs;
+use crate::api::Condition;
 use crate::controllers::export_status::flow::serving_stopped;
 use crate::translate::{IdentityHash, Isolation};
 use futures::StreamExt;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;

@@ -2,7 +2,8 @@
 //! way Kubernetes tools expect (one per type; the transition time moves only
 //! when the status does). Pure.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use crate::api::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// A condition of `type_`, stamped now.
 pub fn condition(
@@ -18,7 +19,8 @@ pub fn condition(
         reason: reason.to_string(),
         message: message.to_string(),
         observed_generation: generation,
-        last_transition_time: Time(now()),
+        last_transition_time: Some(Time(now())),
+        severity: None,
     }
 }
 
@@ -26,7 +28,8 @@ pub fn condition(
 /// transition time is kept when the status did not change.
 pub fn set_condition(conditions: &mut Vec<Condition>, mut new: Condition) {
     if let Some(old) = conditions.iter_mut().find(|c| c.type_ == new.type_) {
-        if old.status == new.status {
+        // One read without a time (kube-bind's CRD allows it) gets one.
+        if old.status == new.status && old.last_transition_time.is_some() {
             new.last_transition_time = old.last_transition_time.clone();
         }
         *old = new;
@@ -54,7 +57,7 @@ mod tests {
     fn transition_time_moves_only_with_the_status() {
         let mut conditions = Vec::new();
         let mut first = condition("Ready", true, "Fine", "", None);
-        first.last_transition_time = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+        first.last_transition_time = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
         set_condition(&mut conditions, first);
         set_condition(
             &mut conditions,
@@ -63,7 +66,7 @@ mod tests {
         assert_eq!(conditions.len(), 1);
         assert_eq!(conditions[0].reason, "StillFine");
         assert_eq!(
-            conditions[0].last_transition_time.0,
+            conditions[0].last_transition_time.as_ref().unwrap().0,
             k8s_openapi::jiff::Timestamp::UNIX_EPOCH
         );
         set_condition(
@@ -71,7 +74,7 @@ mod tests {
             condition("Ready", false, "Broken", "why", None),
         );
         assert_ne!(
-            conditions[0].last_transition_time.0,
+            conditions[0].last_transition_time.as_ref().unwrap().0,
             k8s_openapi::jiff::Timestamp::UNIX_EPOCH
         );
         assert_eq!(find(&conditions, "Ready").unwrap().status, "False");

@@ -4,8 +4,8 @@
 //! serves them (which the export reads back as ConsumerInSync). Pure.
 
 use super::flow::{READY, SCHEMA_IN_SYNC};
+use crate::api::Condition;
 use crate::controllers::conditions::{condition, find, set_condition};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 /// One APIService of the binding, as the app cluster reports it.
 #[derive(Clone, Debug, PartialEq)]

@@ -5,9 +5,9 @@
 //! whether serving stops, and each BoundSchema's status. No I/O.
 
 use crate::api::BoundSchemaStatus;
+use crate::api::Condition;
 use crate::controllers::conditions::{condition, find, set_condition};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionNames;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 pub const CONNECTED: &str = "Connected";
 pub const CONSUMER_IN_SYNC: &str = "ConsumerInSync";

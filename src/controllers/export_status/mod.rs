@@ -12,6 +12,7 @@ use super::app_clusters::{self, Access, BindingChanged};
 use super::conditions::find;
 use super::deletion::{self, DeletionPolicy};
 use super::{Context, runner};
+use crate::api::Condition;
 use crate::api::{APIServiceBinding, APIServiceExport, BoundSchema};
 use flow::{Binding, BoundSchemaSeen, Crd, Observed, Resource};
 use futures::StreamExt;
@@ -19,7 +20,6 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, CustomResourceDefinitionCondition,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -364,8 +364,7 @@ fn crd_condition(c: CustomResourceDefinitionCondition) -> Condition {
         reason: c.reason.unwrap_or_default(),
         message: c.message.unwrap_or_default(),
         observed_generation: None,
-        last_transition_time: c
-            .last_transition_time
-            .unwrap_or(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)),
+        last_transition_time: c.last_transition_time,
+        severity: None,
     }
 }

@@ -190,8 +190,16 @@ pub fn export_record(object: &DynamicObject) -> Option<ExportRecord> {
                 .collect()
         })
         .unwrap_or_default();
-    let isolation = match spec.get("isolation").and_then(Value::as_str) {
+    // `isolation`, else the deprecated `clusterScopedIsolation`, else
+    // Prefixed, as kube-bind reads them.
+    let isolation = match spec
+        .get("isolation")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .or_else(|| spec.get("clusterScopedIsolation").and_then(Value::as_str))
+    {
         Some("None") => Isolation::None,
+        Some("Namespaced") => Isolation::Namespaced,
         _ => Isolation::Prefixed,
     };
     let status = object.data.get("status");
@@ -301,5 +309,50 @@ mod tests {
             "False",
             "IdentityMismatch"
         )])));
+    }
+
+    #[test]
+    fn a_doubted_identity_stops_serving_beside_a_condition_without_a_reason() {
+        // kube-bind's konnector leaves reason out; on main one such
+        // condition failed the list's decoding, and the export was served
+        // as if it had no conditions at all.
+        let conditions = serde_json::json!([
+            {"type": "Connected", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+            condition("IdentityValid", "False", "IdentityMismatch"),
+        ]);
+        assert!(
+            export_record(&export(conditions))
+                .unwrap()
+                .identity
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn isolation_is_read_as_kube_bind_reads_it() {
+        use serde_json::json;
+        let isolation = |spec: Value| {
+            let mut object = export(serde_json::json!([]));
+            let data = object.data.as_object_mut().unwrap();
+            let merged = data["spec"].as_object_mut().unwrap();
+            for (key, value) in spec.as_object().unwrap() {
+                merged.insert(key.clone(), value.clone());
+            }
+            export_record(&object).unwrap().isolation
+        };
+        assert_eq!(isolation(json!({})), Isolation::Prefixed);
+        assert_eq!(
+            isolation(json!({"isolation": "Namespaced"})),
+            Isolation::Namespaced
+        );
+        assert_eq!(isolation(json!({"isolation": "None"})), Isolation::None);
+        assert_eq!(
+            isolation(json!({"clusterScopedIsolation": "Namespaced"})),
+            Isolation::Namespaced
+        );
+        assert_eq!(
+            isolation(json!({"isolation": "Prefixed", "clusterScopedIsolation": "None"})),
+            Isolation::Prefixed
+        );
     }
 }

@@ -11,6 +11,9 @@ use crate::route::ConsumerId;
 pub enum Isolation {
     /// Name prefixed with the cluster namespace: `<cluster-namespace>-<name>`.
     Prefixed,
+    /// The same name, namespaced in the consumer's cluster namespace: the
+    /// provider's CRD is namespaced, the consumer's view cluster-scoped.
+    Namespaced,
     /// The same name: objects are shared (last writer wins).
     None,
 }
@@ -102,6 +105,13 @@ impl BoundResource {
                 self.identity.label_value().to_string(),
             ),
         ]
+    }
+
+    /// The provider namespace a cluster-scoped object of this binding lives
+    /// in: the cluster namespace under `Namespaced` isolation, else none.
+    pub fn provider_namespace_of_cluster_scoped(&self) -> Option<&str> {
+        (!self.namespaced && self.isolation == Isolation::Namespaced)
+            .then(|| self.namespaces.cluster_namespace())
     }
 
     /// The provider name of cluster-scoped object `name`.

@@ -93,6 +93,12 @@ pub fn metadata_down(
                 *value = bound.provider_name(value);
             }
         }
+        // Under `Namespaced` isolation the object lives in the consumer's
+        // cluster namespace (whatever namespace the body named: the app
+        // cluster's kube-apiserver clears it for a cluster-scoped kind).
+        if let Some(ns) = bound.provider_namespace_of_cluster_scoped() {
+            metadata.insert("namespace".into(), Value::String(ns.to_string()));
+        }
     }
     Ok(())
 }
@@ -132,6 +138,12 @@ pub fn object_up(bound: &BoundResource, object: &mut Value, with_labels: bool) -
         };
         metadata.insert("namespace".into(), Value::String(consumer));
     } else {
+        if let Some(home) = bound.provider_namespace_of_cluster_scoped() {
+            if metadata.get("namespace").and_then(Value::as_str) != Some(home) {
+                return Visibility::Hidden;
+            }
+            metadata.remove("namespace");
+        }
         let Some(provider) = metadata.get("name").and_then(Value::as_str) else {
             return Visibility::Hidden;
         };
@@ -346,6 +358,30 @@ mod tests {
         assert_eq!(object_up(&g, &mut object, true), Visibility::Visible);
         assert_eq!(object["metadata"]["name"], "g-x1");
         assert_eq!(object["metadata"]["generateName"], "g-");
+    }
+
+    #[test]
+    fn namespaced_isolation_keeps_cluster_scoped_objects_in_the_cluster_namespace() {
+        let g = BoundResource {
+            isolation: crate::translate::Isolation::Namespaced,
+            ..gadgets()
+        };
+        let mut object = json!({"metadata": {"name": "g", "namespace": "whatever"}});
+        object_down(&g, &mut object, true).unwrap();
+        assert_eq!(object["metadata"]["name"], "g", "the name is kept");
+        assert_eq!(object["metadata"]["namespace"], "kube-bind-c1");
+        assert_eq!(object_up(&g, &mut object, true), Visibility::Visible);
+        assert_eq!(object["metadata"], json!({"name": "g"}));
+
+        for elsewhere in [json!("kube-bind-c2"), Value::Null] {
+            let mut other = json!({"metadata": {"name": "g", "namespace": elsewhere}});
+            stamp_labels(&g, other["metadata"].as_object_mut().unwrap());
+            assert_eq!(
+                object_up(&g, &mut other, true),
+                Visibility::Hidden,
+                "{elsewhere}"
+            );
+        }
     }
 
     #[test]

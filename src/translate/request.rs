@@ -233,6 +233,9 @@ pub fn provider_path(bound: &BoundResource, request: &ResourceRequest) -> String
     if let Some(ns) = &request.namespace {
         path.push_str("/namespaces/");
         path.push_str(&encode(&bound.namespaces.to_provider(ns)));
+    } else if let Some(ns) = bound.provider_namespace_of_cluster_scoped() {
+        path.push_str("/namespaces/");
+        path.push_str(&encode(ns));
     }
     path.push('/');
     path.push_str(&encode(&request.resource));
@@ -298,6 +301,32 @@ mod tests {
 
     const NS: &str = "/clusters/c1/apis/example.com/v1/namespaces/ns/widgets";
     const ALL: &str = "/clusters/c1/apis/example.com/v1/widgets";
+
+    #[test]
+    fn namespaced_isolation_sends_cluster_scoped_requests_to_the_cluster_namespace() {
+        use crate::translate::Isolation;
+        let g = BoundResource {
+            isolation: Isolation::Namespaced,
+            ..crate::translate::binding::fixtures::gadgets()
+        };
+        let request = |name: Option<&str>| ResourceRequest {
+            group: "example.com".into(),
+            version: "v1".into(),
+            namespace: None,
+            resource: "gadgets".into(),
+            name: name.map(str::to_string),
+            subresource: None,
+            watch_prefix: false,
+        };
+        assert_eq!(
+            provider_path(&g, &request(Some("g"))),
+            "/apis/example.com/v1/namespaces/kube-bind-c1/gadgets/g"
+        );
+        assert_eq!(
+            provider_path(&g, &request(None)),
+            "/apis/example.com/v1/namespaces/kube-bind-c1/gadgets"
+        );
+    }
 
     #[test]
     fn lists_are_mapped_and_narrowed_across_namespaces() {

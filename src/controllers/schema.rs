@@ -9,7 +9,8 @@
 use super::conditions::{condition, set_condition};
 use super::{Context, runner};
 use crate::api::{
-    APIServiceExport, BoundSchema, BoundSchemaSpec, ResourceScope, SchemaUpdatePolicy,
+    APIServiceExport, APIServiceExportRequest, APIServiceExportRequestSpec, BoundSchema,
+    BoundSchemaSpec, ResourceScope, SchemaUpdatePolicy,
 };
 use crate::schema_compat::breaking_changes;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -19,7 +20,9 @@ use kube::runtime::controller::Action;
 use serde_json::json;
 use std::sync::Arc;
 
-/// Annotation on a BoundSchema: its schema update policy, from the request.
+/// Annotation on a BoundSchema bindery made: its schema update policy, from
+/// the request. A BoundSchema without it (kube-bind's backend made it) has
+/// its request's policy.
 pub const POLICY_ANNOTATION: &str = "bindery.dev/schema-update-policy";
 /// The condition on BoundSchemas and exports that reports schema following.
 pub const SCHEMA_IN_SYNC: &str = "SchemaInSync";
@@ -97,6 +100,38 @@ pub async fn run(context: Arc<Context>) {
     .await;
 }
 
+/// A BoundSchema's update policy: the one bindery recorded on it, else
+/// that of `request`, the request whose export owns it (kube-bind's backend
+/// keeps it there), else `Never`. Pure.
+pub fn policy_of(
+    annotations: &std::collections::BTreeMap<String, String>,
+    request: Option<&APIServiceExportRequestSpec>,
+) -> SchemaUpdatePolicy {
+    match annotations.get(POLICY_ANNOTATION).map(String::as_str) {
+        Some("Always") => SchemaUpdatePolicy::Always,
+        Some(_) => SchemaUpdatePolicy::Never,
+        None => request.map_or(SchemaUpdatePolicy::Never, |r| r.schema_update_policy),
+    }
+}
+
+/// The request, in the BoundSchema's cluster namespace, that made the
+/// export owning `schema` (kube-bind names the export after it).
+async fn owning_request(
+    client: &kube::Client,
+    namespace: &str,
+    schema: &BoundSchema,
+) -> kube::Result<Option<APIServiceExportRequest>> {
+    let requests: Api<APIServiceExportRequest> = Api::namespaced(client.clone(), namespace);
+    for owner in schema.owner_references() {
+        if owner.kind == "APIServiceExport"
+            && let Some(request) = requests.get_opt(&owner.name).await?
+        {
+            return Ok(Some(request));
+        }
+    }
+    Ok(None)
+}
+
 async fn reconcile(schema: Arc<BoundSchema>, context: Arc<Context>) -> kube::Result<Action> {
     let client = &context.client;
     let namespace = schema.namespace().unwrap_or_default();
@@ -107,14 +142,11 @@ async fn reconcile(schema: Arc<BoundSchema>, context: Arc<Context>) -> kube::Res
     else {
         return Ok(Action::await_change());
     };
-    let policy = match schema
-        .annotations()
-        .get(POLICY_ANNOTATION)
-        .map(String::as_str)
-    {
-        Some("Always") => SchemaUpdatePolicy::Always,
-        _ => SchemaUpdatePolicy::Never,
+    let request = match schema.annotations().contains_key(POLICY_ANNOTATION) {
+        true => None,
+        false => owning_request(client, &namespace, &schema).await?,
     };
+    let policy = policy_of(schema.annotations(), request.as_ref().map(|r| &r.spec));
     let generation = schema.metadata.generation;
     let (in_sync, reason, message) = match decide(&schema.spec, policy, &crd) {
         Decision::InSync => (true, "InSync".to_string(), String::new()),
@@ -226,6 +258,21 @@ mod tests {
             "names": {"plural": "things", "kind": "Thing"}, "scope": "Namespaced", "versions": [],
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn the_policy_is_bindery_s_annotation_else_the_owning_request_s() {
+        let request: APIServiceExportRequestSpec = serde_json::from_value(serde_json::json!(
+            {"resources": [{"resource": "widgets"}], "schemaUpdatePolicy": "Always"}))
+        .unwrap();
+        let none = std::collections::BTreeMap::new();
+        // kube-bind's backend: nothing on the BoundSchema, Always on the request.
+        assert_eq!(policy_of(&none, Some(&request)), SchemaUpdatePolicy::Always);
+        assert_eq!(policy_of(&none, None), SchemaUpdatePolicy::Never);
+        let never = [(POLICY_ANNOTATION.to_string(), "Never".to_string())].into();
+        assert_eq!(policy_of(&never, Some(&request)), SchemaUpdatePolicy::Never);
+        let always = [(POLICY_ANNOTATION.to_string(), "Always".to_string())].into();
+        assert_eq!(policy_of(&always, None), SchemaUpdatePolicy::Always);
     }
 
     #[test]

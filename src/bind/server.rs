@@ -20,6 +20,7 @@ use crate::api::{
 use crate::app_cluster;
 use crate::authz::Authorizer;
 use crate::controllers::naming::cluster_namespace;
+use crate::controllers::ownership::MANAGED_LABEL;
 use crate::proxy::{error, full};
 use crate::status::ApiError;
 use crate::upstream::BoxBody;
@@ -170,6 +171,7 @@ impl BindService {
             "metadata": {
                 "name": request.template,
                 "namespace": namespace,
+                "labels": {MANAGED_LABEL: "true"},
                 "annotations": {
                     IDENTITY_ANNOTATION: request.identity,
                     AUTHOR_ANNOTATION: binder.name,

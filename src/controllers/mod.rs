@@ -20,6 +20,7 @@ pub mod export_status;
 pub mod identity;
 pub mod leader;
 pub mod naming;
+pub mod ownership;
 pub mod rbac;
 pub mod request;
 pub mod runner;

@@ -3,7 +3,9 @@
 //! of logging failures.
 
 use super::Context;
+use super::ownership::Ours;
 use futures::StreamExt;
+use futures::future::{Either, Ready, ready};
 use kube::Resource;
 use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
@@ -15,16 +17,16 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Reconciles every `K` with `reconcile` until the stream ends. A change of
-/// a `T` reconciles the `K`s that `related` pairs it with. `what` names the
-/// work in logs.
+/// Reconciles every `K` that is bindery's ([`Ours`]) with `reconcile` until
+/// the stream ends; the others are left alone. A change of a `T` reconciles
+/// the `K`s that `related` pairs it with. `what` names the work in logs.
 pub async fn run<K, T, F, Fut>(
     context: Arc<Context>,
     what: &'static str,
     related: fn(&K, &T) -> bool,
     reconcile: F,
 ) where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Resource<DynamicType = ()> + Ours + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     T: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     F: FnMut(Arc<K>, Arc<Context>) -> Fut,
     Fut: Future<Output = kube::Result<Action>> + Send + 'static,
@@ -45,13 +47,34 @@ pub async fn run<K, T, F, Fut>(
                     .collect::<Vec<_>>()
             },
         )
-        .run(reconcile, move |_, error, _| retry(what, error), context)
+        .run(
+            only_ours(reconcile),
+            move |_, error, _| retry(what, error),
+            context,
+        )
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, what);
             }
         })
         .await;
+}
+
+/// `reconcile`, for objects that are bindery's; the others are left alone.
+pub fn only_ours<K, F, Fut>(
+    mut reconcile: F,
+) -> impl FnMut(Arc<K>, Arc<Context>) -> Either<Ready<kube::Result<Action>>, Fut>
+where
+    K: Ours,
+    F: FnMut(Arc<K>, Arc<Context>) -> Fut,
+{
+    move |object, context| {
+        if object.ours(&context.prefix) {
+            Either::Right(reconcile(object, context))
+        } else {
+            Either::Left(ready(Ok(Action::await_change())))
+        }
+    }
 }
 
 /// The retry policy of every controller: a write that lost an optimistic

@@ -106,7 +106,8 @@ impl Bindery {
         let (plural, group) = crd.split_once('.').expect("crd is <plural>.<group>");
         let bound_schema = serde_json::json!({
             "apiVersion": "kube-bind.io/v1alpha2", "kind": "BoundSchema",
-            "metadata": {"name": crd, "namespace": cluster_namespace},
+            "metadata": {"name": crd, "namespace": cluster_namespace,
+                "labels": {"bindery.dev/managed": "true"}},
             "spec": {
                 "informerScope": "Namespaced",
                 "group": spec["group"], "names": spec["names"], "scope": spec["scope"], "versions": spec["versions"],
@@ -126,7 +127,8 @@ impl Bindery {
         provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&secret.to_string()));
         let export_object = serde_json::json!({
             "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExport",
-            "metadata": {"name": export, "namespace": cluster_namespace},
+            "metadata": {"name": export, "namespace": cluster_namespace,
+                "labels": {"bindery.dev/managed": "true"}},
             "spec": {
                 "resources": [{"group": group, "resource": plural, "versions": ["v1"]}],
                 "informerScope": "Namespaced", "isolation": "Prefixed",

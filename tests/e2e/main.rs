@@ -28,6 +28,7 @@ mod lifecycle;
 mod owners;
 mod recording_server;
 mod serving;
+mod side_by_side;
 mod smoke;
 mod soak;
 mod tokens;

@@ -84,7 +84,11 @@ pub async fn run(context: Arc<Context>) {
             },
         )
         .reconcile_on(binding_triggers)
-        .run(reconcile, |_, error, _| runner::retry(WHAT, error), context)
+        .run(
+            runner::only_ours(reconcile),
+            |_, error, _| runner::retry(WHAT, error),
+            context,
+        )
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, WHAT);

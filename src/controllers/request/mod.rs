@@ -14,7 +14,8 @@ mod plan_tests;
 
 use super::conditions::{condition, set_condition};
 use super::deletion::{DeletionPolicy, POLICY_ANNOTATION};
-use super::{Context, identity, naming, rbac};
+use super::ownership::MANAGED_LABEL;
+use super::{Context, identity, naming, rbac, runner};
 use crate::api::keys::{AUTHOR_ANNOTATION, IDENTITY_ANNOTATION};
 use crate::api::{
     APIServiceExport, APIServiceExportRequest, APIServiceExportTemplate, BoundSchema,
@@ -39,7 +40,7 @@ pub const EXPORTS_READY: &str = "ExportsReady";
 pub async fn run(context: Arc<Context>) {
     let requests: Api<APIServiceExportRequest> = Api::all(context.client.clone());
     Controller::new(requests, watcher::Config::default())
-        .run(reconcile, error_policy, context)
+        .run(runner::only_ours(reconcile), error_policy, context)
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "request reconcile");
@@ -221,7 +222,11 @@ async fn make(
     let exports: Api<APIServiceExport> = Api::namespaced(client.clone(), cluster_namespace);
     let export = json!({
         "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExport",
-        "metadata": {"name": name, "annotations": {POLICY_ANNOTATION: policy.as_str()}},
+        "metadata": {
+            "name": name,
+            "labels": {MANAGED_LABEL: "true"},
+            "annotations": {POLICY_ANNOTATION: policy.as_str()},
+        },
         "spec": {
             "resources": plan.resources.iter().map(|r| &r.resource).collect::<Vec<_>>(),
             "permissionClaims": plan.claims,
@@ -241,6 +246,7 @@ async fn make(
             "apiVersion": "kube-bind.io/v1alpha2", "kind": "BoundSchema",
             "metadata": {
                 "name": schema_name,
+                "labels": {MANAGED_LABEL: "true"},
                 "ownerReferences": [owner],
                 "annotations": {super::schema::POLICY_ANNOTATION: plan.schema_update_policy},
             },

@@ -8,7 +8,9 @@ use super::service_export::APIServiceExport;
 use super::service_export_request::APIServiceExportRequest;
 use super::service_export_template::APIServiceExportTemplate;
 use super::service_namespace::APIServiceNamespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSON,
+};
 use kube::CustomResourceExt;
 use serde_json::Value;
 
@@ -30,7 +32,53 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         ClusterBinding::crd(),
     ];
     crds.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-    crds.into_iter().map(without_null_enum_values).collect()
+    crds.into_iter()
+        .map(without_null_enum_values)
+        .map(as_kube_bind_serves_it)
+        .collect()
+}
+
+/// The kinds kube-bind also serves as `v1alpha1` (installs upgraded from
+/// v1alpha1 keep it in `status.storedVersions`, and kube-apiserver refuses
+/// a CRD that drops a stored version).
+const ALSO_V1ALPHA1: [&str; 5] = [
+    "apiservicebindings",
+    "apiserviceexportrequests",
+    "apiserviceexports",
+    "apiservicenamespaces",
+    "clusterbindings",
+];
+
+/// What kube-bind's CRDs have beyond the derived schema: `v1alpha1` served
+/// beside `v1alpha2` (conversion `None`, as kube-bind has it: an object is
+/// the same under both versions, so v1alpha1 has v1alpha2's schema here),
+/// and a request's `status.phase` defaulting to `Pending` (kube-bind's
+/// backend acts only on that).
+fn as_kube_bind_serves_it(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    if crd.spec.names.plural == "apiserviceexportrequests" {
+        for version in &mut crd.spec.versions {
+            let Some(status) = version
+                .schema
+                .as_mut()
+                .and_then(|s| s.open_api_v3_schema.as_mut())
+                .and_then(|s| s.properties.as_mut())
+                .and_then(|p| p.get_mut("status"))
+            else {
+                continue;
+            };
+            status.default = Some(JSON(serde_json::json!({})));
+            if let Some(phase) = status.properties.as_mut().and_then(|p| p.get_mut("phase")) {
+                phase.default = Some(JSON(serde_json::json!("Pending")));
+            }
+        }
+    }
+    if ALSO_V1ALPHA1.contains(&crd.spec.names.plural.as_str()) {
+        let mut v1alpha1 = crd.spec.versions[0].clone();
+        v1alpha1.name = "v1alpha1".into();
+        v1alpha1.storage = false;
+        crd.spec.versions.push(v1alpha1);
+    }
+    crd
 }
 
 /// Drops `null` from the `enum` lists the derived schemas give optional enum
@@ -127,6 +175,31 @@ mod tests {
                 crd.spec.versions[0].subresources.is_some(),
                 "status subresource"
             );
+        }
+    }
+
+    #[test]
+    fn kube_binds_v1alpha1_is_served_and_requests_default_to_pending() {
+        for crd in crds() {
+            let versions: Vec<(&str, bool, bool)> = crd
+                .spec
+                .versions
+                .iter()
+                .map(|v| (v.name.as_str(), v.served, v.storage))
+                .collect();
+            let expected: &[(&str, bool, bool)] =
+                if ALSO_V1ALPHA1.contains(&crd.spec.names.plural.as_str()) {
+                    &[("v1alpha2", true, true), ("v1alpha1", true, false)]
+                } else {
+                    &[("v1alpha2", true, true)]
+                };
+            assert_eq!(versions, expected, "{}", crd.spec.names.plural);
+        }
+        let requests = crd_json("apiserviceexportrequests");
+        for version in requests["spec"]["versions"].as_array().unwrap() {
+            let status = &version["schema"]["openAPIV3Schema"]["properties"]["status"];
+            assert_eq!(status["default"], serde_json::json!({}));
+            assert_eq!(status["properties"]["phase"]["default"], "Pending");
         }
     }
 

@@ -138,7 +138,6 @@ fn cluster_of(env: &str, name: &'static str, prefix: &str) -> Result<Cluster, St
 /// An app cluster of one test's own (in `target/e2e-<tag>-run`), apart from
 /// the shared ones: another consumer, that no other test binds into. It
 /// stops with this test run.
-#[allow(dead_code)] // only the e2e binary's soak starts one
 pub fn own_app_cluster(tag: &str) -> Cluster {
     let run_dir = repo_root().join(format!("target/{}-{tag}-run", test_binary_name()));
     let output = cluster_script("up", &run_dir)

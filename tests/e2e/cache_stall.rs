@@ -116,6 +116,11 @@ async fn forward(
     seen: Arc<Seen>,
     request: hyper::Request<Incoming>,
 ) -> Result<hyper::Response<ProxyBody>, std::io::Error> {
+    // A watch is open from the moment its request arrives: one whose answer
+    // is still on its way when watches are silenced is silenced too (read
+    // after the answer's head, a watch asked just before the silence slipped
+    // through it, and the test waited for a stall that never came).
+    let born = seen.silence.load(Ordering::SeqCst);
     let (parts, body) = request.into_parts();
     let body = body
         .collect()
@@ -153,7 +158,6 @@ async fn forward(
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     let (head, body) = response.into_parts();
-    let born = seen.silence.load(Ordering::SeqCst);
     let mut cut = seen.cut.subscribe();
     cut.mark_unchanged();
     let frames = futures::stream::unfold(

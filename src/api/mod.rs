@@ -1,10 +1,14 @@
 //! The provider-side API types, group `kube-bind.io`, version `v1alpha2`.
 //!
-//! Every kind here is wire-compatible with kube-bind's `v1alpha2` objects: the
-//! same kinds, plurals and JSON field names, so a provider cluster that kube-bind
-//! set up keeps working and kube-bind's konnector can still read and write what
-//! bindery writes. Where bindery needs more than kube-bind has, the addition is an
-//! optional field, marked "bindery extension" in its documentation.
+//! Every kind here reads kube-bind's `v1alpha2` objects with kube-bind's
+//! meaning: the same kinds, plurals and JSON field names, conditions as
+//! kube-bind writes them, either form of a BoundSchema's schema. Where
+//! bindery needs more than kube-bind has, the addition is an optional field,
+//! marked "bindery extension" in its documentation; kube-bind's own CRDs
+//! prune those, so bindery needs its CRDs (`crd`, a superset that installs
+//! over kube-bind's), and kube-bind's konnector, whose Go types drop them,
+//! cannot work on what only the extensions say (docs/DESIGN.md, "Coming
+//! from kube-bind").
 //!
 //! One module per kind, plus the vocabulary they share (`resources`, `claims`),
 //! the well-known label and annotation names (`keys`), the schema pieces the

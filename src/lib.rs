@@ -22,6 +22,7 @@ pub mod documents;
 pub mod expiring;
 pub mod forward;
 pub mod kubeconfig;
+pub mod migrate;
 pub mod proxy;
 pub mod quota;
 pub mod request_body;

@@ -43,6 +43,33 @@ enum Command {
     Bind(BindArgs),
     /// Remove a binding and everything `bindery bind` made for it.
     Unbind(UnbindArgs),
+    /// Move an app cluster bound by kube-bind's konnector to bindery: stop
+    /// the konnector, take the export over, adopt the synced objects on the
+    /// provider, remove the copied CRD. Safe to run again.
+    Migrate(MigrateArgs),
+}
+
+#[derive(clap::Args)]
+struct MigrateArgs {
+    /// The app cluster's kubeconfig (default: $KUBECONFIG or ~/.kube/config).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// A kubeconfig for the provider cluster, as its administrator.
+    #[arg(long, env = "BINDERY_PROVIDER_KUBECONFIG")]
+    provider_kubeconfig: PathBuf,
+    /// Consumer cluster namespaces are `<prefix><consumer>`.
+    #[arg(long, default_value = "kube-bind-")]
+    cluster_namespace_prefix: String,
+    /// An export to move (repeatable); default: every kube-bind
+    /// APIServiceBinding of the app cluster.
+    #[arg(long = "export")]
+    exports: Vec<String>,
+    /// Say what each step would do, and change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// How long to wait for each step.
+    #[arg(long, default_value_t = 120)]
+    timeout_seconds: u64,
 }
 
 #[derive(clap::Args)]
@@ -296,6 +323,7 @@ fn main() -> anyhow::Result<()> {
         Command::ConsumerKubeconfig(args) => consumer_kubeconfig(args),
         Command::Bind(args) => bind(args),
         Command::Unbind(args) => unbind(args),
+        Command::Migrate(args) => migrate(args),
     }
 }
 
@@ -352,6 +380,20 @@ fn unbind(args: UnbindArgs) -> anyhow::Result<()> {
         };
         bindery::bind::cli::unbind(options).await
     })
+}
+
+fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(bindery::migrate::migrate(
+        bindery::migrate::MigrateOptions {
+            app_kubeconfig: args.kubeconfig,
+            provider_kubeconfig: args.provider_kubeconfig,
+            prefix: args.cluster_namespace_prefix,
+            exports: args.exports,
+            dry_run: args.dry_run,
+            timeout: std::time::Duration::from_secs(args.timeout_seconds),
+        },
+    ))
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {

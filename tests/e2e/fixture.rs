@@ -220,6 +220,18 @@ impl Cluster {
     }
 
     /// Runs kubectl and returns its stdout; fails the test if kubectl fails.
+    /// The cluster's identity as bindery knows it: its kube-system
+    /// namespace's UID.
+    pub fn kube_system_uid(&self) -> String {
+        self.kubectl(&[
+            "get",
+            "namespace",
+            "kube-system",
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ])
+    }
+
     pub fn kubectl(&self, args: &[&str]) -> String {
         self.kubectl_with_stdin(args, None)
     }

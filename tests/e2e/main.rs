@@ -26,6 +26,7 @@ mod impersonation;
 mod kube_bind_crds;
 mod leader;
 mod lifecycle;
+mod migrate;
 mod owners;
 mod recording_server;
 mod serving;

@@ -589,13 +589,7 @@ fn real_controllers_are_told_every_change_through_cuts_stalls_and_provider_resta
         );
         std::thread::sleep(Duration::from_millis(300));
     }
-    let uid = app.kubectl(&[
-        "get",
-        "namespace",
-        "kube-system",
-        "-o",
-        "jsonpath={.metadata.uid}",
-    ]);
+    let uid = app.kube_system_uid();
     let provider_namespace = format!(
         "{}-{namespace}",
         bindery::controllers::naming::cluster_namespace("kube-bind-", uid.trim())

@@ -1,0 +1,399 @@
+//! `bindery migrate`: moves an app cluster bound by kube-bind's konnector to
+//! bindery, without losing an object. Each step is safe to repeat, so an
+//! interrupted move is finished by running the command again; `--dry-run`
+//! says what each step would do and changes nothing.
+//!
+//! 1. The konnector is stopped (its Deployment scaled to 0), so nothing it
+//!    would see later (deletions above all) reaches the provider.
+//! 2. The export is taken over: labelled bindery's
+//!    ([`crate::controllers::ownership`]), with its BoundSchemas, and given
+//!    its identity by bindery's controllers.
+//! 3. The provider copies the konnector made are adopted: both identity
+//!    labels in place, same uid ([`plan`]). An app object without a copy
+//!    stops the move here, before anything is removed.
+//! 4. The app objects lose the konnector's finalizer, and the copied CRD is
+//!    deleted: its objects go with it, in the app cluster only.
+//!
+//! What remains is `bindery bind`'s app-side registration of the export.
+
+pub mod plan;
+
+use crate::api::{APIServiceExport, BoundSchema};
+use crate::controllers::naming::cluster_namespace;
+use crate::controllers::ownership::MANAGED_LABEL;
+use crate::translate::IdentityHash;
+use anyhow::{Context as _, Result, anyhow, bail};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use plan::{KONNECTOR_FINALIZER, Key, Mover, identity_labels};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Where the konnector runs in an app cluster kube-bind's CLI bound.
+const KONNECTOR_NAMESPACE: &str = "kube-bind";
+const KONNECTOR_DEPLOYMENT: &str = "konnector";
+
+pub struct MigrateOptions {
+    /// The app cluster's kubeconfig (default: $KUBECONFIG or ~/.kube/config).
+    pub app_kubeconfig: Option<PathBuf>,
+    /// A kubeconfig for the provider cluster, as its administrator.
+    pub provider_kubeconfig: PathBuf,
+    /// Cluster namespaces are `<prefix><consumer>`.
+    pub prefix: String,
+    /// The exports to move; all the app cluster's kube-bind bindings when empty.
+    pub exports: Vec<String>,
+    pub dry_run: bool,
+    pub timeout: Duration,
+}
+
+async fn client(path: Option<&std::path::Path>) -> Result<kube::Client> {
+    let config = match path {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
+        }
+        None => kube::Config::infer().await?,
+    };
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// Runs the move; says each step on stderr.
+pub async fn migrate(options: MigrateOptions) -> Result<()> {
+    let app = client(options.app_kubeconfig.as_deref()).await?;
+    let provider = client(Some(&options.provider_kubeconfig)).await?;
+    let identity = Api::<Namespace>::all(app.clone())
+        .get("kube-system")
+        .await
+        .context("reading the app cluster's kube-system namespace")?
+        .uid()
+        .ok_or_else(|| anyhow!("namespace kube-system has no UID"))?;
+    let cluster_namespace = cluster_namespace(&options.prefix, &identity);
+    let consumer = cluster_namespace
+        .strip_prefix(&options.prefix)
+        .unwrap_or(&cluster_namespace)
+        .to_string();
+    let move_ = Move {
+        app,
+        provider,
+        cluster_namespace,
+        consumer,
+        dry_run: options.dry_run,
+        timeout: options.timeout,
+    };
+    let exports = match options.exports.is_empty() {
+        false => options.exports.clone(),
+        true => move_.kube_bind_bindings().await?,
+    };
+    if exports.is_empty() {
+        bail!("the app cluster has no kube-bind APIServiceBinding: nothing to move");
+    }
+    let how = if options.dry_run { " (dry run)" } else { "" };
+    eprintln!(
+        "Moving {} from kube-bind to bindery{how}; cluster namespace {}",
+        exports.join(", "),
+        move_.cluster_namespace
+    );
+    move_.stop_konnector().await?;
+    for export in &exports {
+        move_.move_export(export).await?;
+    }
+    eprintln!(
+        "Done{how}. Next: `bindery bind` registers the export's APIServices in the app cluster."
+    );
+    Ok(())
+}
+
+struct Move {
+    app: kube::Client,
+    provider: kube::Client,
+    cluster_namespace: String,
+    consumer: String,
+    dry_run: bool,
+    timeout: Duration,
+}
+
+impl Move {
+    /// The names of the app cluster's kube-bind APIServiceBindings (those
+    /// bindery's bind did not make): the exports they bind.
+    async fn kube_bind_bindings(&self) -> Result<Vec<String>> {
+        let bindings = ApiResource {
+            group: "kube-bind.io".into(),
+            version: "v1alpha2".into(),
+            api_version: "kube-bind.io/v1alpha2".into(),
+            kind: "APIServiceBinding".into(),
+            plural: "apiservicebindings".into(),
+        };
+        let list = Api::<DynamicObject>::all_with(self.app.clone(), &bindings)
+            .list(&ListParams::default())
+            .await
+            .context("listing the app cluster's APIServiceBindings")?;
+        Ok(list
+            .items
+            .iter()
+            .filter(|b| {
+                !b.labels()
+                    .contains_key(crate::bind::app_objects::BINDING_LABEL)
+            })
+            .map(ResourceExt::name_any)
+            .collect())
+    }
+
+    /// Step 1: the konnector scaled to 0, and its pods gone.
+    async fn stop_konnector(&self) -> Result<()> {
+        let deployments: Api<Deployment> = Api::namespaced(self.app.clone(), KONNECTOR_NAMESPACE);
+        let Some(konnector) = deployments.get_opt(KONNECTOR_DEPLOYMENT).await? else {
+            eprintln!("1. the konnector: none in {KONNECTOR_NAMESPACE}; nothing to stop");
+            return Ok(());
+        };
+        let running = konnector
+            .status
+            .as_ref()
+            .and_then(|s| s.replicas)
+            .unwrap_or(0);
+        if konnector.spec.as_ref().and_then(|s| s.replicas) == Some(0) && running == 0 {
+            eprintln!("1. the konnector: stopped already");
+            return Ok(());
+        }
+        eprintln!("1. the konnector: scaling {KONNECTOR_NAMESPACE}/{KONNECTOR_DEPLOYMENT} to 0");
+        if self.dry_run {
+            return Ok(());
+        }
+        deployments
+            .patch(
+                KONNECTOR_DEPLOYMENT,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"replicas": 0}})),
+            )
+            .await
+            .context("scaling the konnector to 0")?;
+        self.until("the konnector's pods are gone", || async {
+            let konnector = deployments.get(KONNECTOR_DEPLOYMENT).await?;
+            Ok(konnector.status.and_then(|s| s.replicas).unwrap_or(0) == 0)
+        })
+        .await
+    }
+
+    async fn move_export(&self, name: &str) -> Result<()> {
+        let exports: Api<APIServiceExport> =
+            Api::namespaced(self.provider.clone(), &self.cluster_namespace);
+        let export = exports.get_opt(name).await?.ok_or_else(|| {
+            anyhow!(
+                "the provider has no export {name} in {}",
+                self.cluster_namespace
+            )
+        })?;
+        let hash = self.take_over(&exports, &export).await?;
+        for resource in &export.spec.resources {
+            let crd_name = resource.group_resource().to_string();
+            self.move_resource(&crd_name, hash.as_ref()).await?;
+        }
+        Ok(())
+    }
+
+    /// Step 2: the export (and its BoundSchemas) labelled bindery's; its
+    /// identity hash once bindery's controllers gave it one.
+    async fn take_over(
+        &self,
+        exports: &Api<APIServiceExport>,
+        export: &APIServiceExport,
+    ) -> Result<Option<IdentityHash>> {
+        let name = export.name_any();
+        let label = json!({"metadata": {"labels": {MANAGED_LABEL: "true"}}});
+        let schemas: Api<BoundSchema> =
+            Api::namespaced(self.provider.clone(), &self.cluster_namespace);
+        let owned: Vec<String> = schemas
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .filter(|s| {
+                s.owner_references()
+                    .iter()
+                    .any(|o| o.kind == "APIServiceExport" && o.name == name)
+            })
+            .map(ResourceExt::name_any)
+            .collect();
+        eprintln!(
+            "2. export {name}: taking it over with its BoundSchemas ({})",
+            owned.join(", ")
+        );
+        if self.dry_run {
+            return Ok(hash_of(export));
+        }
+        exports
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&label))
+            .await?;
+        for schema in &owned {
+            schemas
+                .patch(schema, &PatchParams::default(), &Patch::Merge(&label))
+                .await?;
+        }
+        self.until("the export has its identity from bindery", || async {
+            Ok(hash_of(&exports.get(&name).await?).is_some())
+        })
+        .await?;
+        Ok(hash_of(&exports.get(&name).await?))
+    }
+
+    /// Steps 3 and 4 for one resource (CRD `crd_name`).
+    async fn move_resource(&self, crd_name: &str, hash: Option<&IdentityHash>) -> Result<()> {
+        let provider_resource = storage_resource(&self.provider, crd_name)
+            .await?
+            .ok_or_else(|| anyhow!("the provider has no CRD {crd_name}"))?;
+        let provider_objects = list(&self.provider, &provider_resource).await?;
+        let app_resource = storage_resource(&self.app, crd_name).await?;
+        let app_objects = match &app_resource {
+            Some(resource) => list(&self.app, resource).await?,
+            None => Vec::new(),
+        };
+        let export_label = hash
+            .map(|h| h.label_value().to_string())
+            .unwrap_or_default();
+        let mover = Mover {
+            cluster_namespace: &self.cluster_namespace,
+            export_label: &export_label,
+            consumer: &self.consumer,
+        };
+        let plan = mover.plan(&app_objects, &provider_objects);
+        eprintln!(
+            "3. {crd_name}: {} provider copies to adopt, {} adopted already, {} app objects",
+            plan.adopt.len(),
+            plan.adopted,
+            app_objects.len()
+        );
+        for foreign in &plan.foreign {
+            eprintln!("   {foreign} carries another consumer's or export's identity; left alone");
+        }
+        if !self.dry_run {
+            let labels = json!({"metadata": {"labels": identity_labels(&mover)}});
+            for key in &plan.adopt {
+                api_for(&self.provider, &provider_resource, key)
+                    .patch(&key.name, &PatchParams::default(), &Patch::Merge(&labels))
+                    .await
+                    .with_context(|| format!("adopting {key}"))?;
+            }
+        }
+        if !plan.unsynced.is_empty() {
+            let names: Vec<String> = plan.unsynced.iter().map(ToString::to_string).collect();
+            bail!(
+                "{crd_name}: these app objects have no provider copy, so removing the CRD \
+                 would lose them: {}. Let the konnector sync them (scale it up again), or \
+                 delete them, then run the move again",
+                names.join(", ")
+            );
+        }
+        let Some(app_resource) = app_resource else {
+            eprintln!("4. {crd_name}: the app cluster's CRD is gone already");
+            return Ok(());
+        };
+        eprintln!(
+            "4. {crd_name}: releasing {} app objects from the konnector's finalizer, then \
+             deleting the app cluster's copy of the CRD",
+            plan.unfinalize.len()
+        );
+        if self.dry_run {
+            return Ok(());
+        }
+        for key in &plan.unfinalize {
+            let api = api_for(&self.app, &app_resource, key);
+            let Some(object) = api.get_opt(&key.name).await? else {
+                continue;
+            };
+            let kept: Vec<&String> = object
+                .finalizers()
+                .iter()
+                .filter(|f| *f != KONNECTOR_FINALIZER)
+                .collect();
+            api.patch(
+                &key.name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {
+                    "finalizers": kept,
+                    "resourceVersion": object.resource_version(),
+                }})),
+            )
+            .await
+            .with_context(|| format!("releasing {key}"))?;
+        }
+        let crds: Api<CustomResourceDefinition> = Api::all(self.app.clone());
+        match crds.delete(crd_name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => return Err(error.into()),
+        }
+        self.until("the app cluster's CRD is gone", || async {
+            Ok(crds.get_opt(crd_name).await?.is_none())
+        })
+        .await
+    }
+
+    /// Waits until `done` says so, for at most the move's timeout.
+    async fn until<F, Fut>(&self, what: &str, mut done: F) -> Result<()>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<bool>>,
+    {
+        let deadline = Instant::now() + self.timeout;
+        while !done().await? {
+            if Instant::now() > deadline {
+                bail!("{what}: not within {:?}", self.timeout);
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        Ok(())
+    }
+}
+
+fn hash_of(export: &APIServiceExport) -> Option<IdentityHash> {
+    export
+        .status
+        .as_ref()
+        .and_then(|s| s.identity_hash.as_deref())
+        .and_then(IdentityHash::parse)
+}
+
+/// The CRD `name`'s resource at its storage version, if the cluster has it.
+async fn storage_resource(client: &kube::Client, name: &str) -> Result<Option<ApiResource>> {
+    let Some(crd) = Api::<CustomResourceDefinition>::all(client.clone())
+        .get_opt(name)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let version = crd
+        .spec
+        .versions
+        .iter()
+        .find(|v| v.storage)
+        .ok_or_else(|| anyhow!("CRD {name} has no storage version"))?;
+    Ok(Some(ApiResource {
+        group: crd.spec.group.clone(),
+        version: version.name.clone(),
+        api_version: format!("{}/{}", crd.spec.group, version.name),
+        kind: crd.spec.names.kind.clone(),
+        plural: crd.spec.names.plural.clone(),
+    }))
+}
+
+async fn list(client: &kube::Client, resource: &ApiResource) -> Result<Vec<Value>> {
+    let list = Api::<DynamicObject>::all_with(client.clone(), resource)
+        .list(&ListParams::default())
+        .await?;
+    Ok(list
+        .items
+        .iter()
+        .map(|o| serde_json::to_value(o).unwrap_or_default())
+        .collect())
+}
+
+fn api_for(client: &kube::Client, resource: &ApiResource, key: &Key) -> Api<DynamicObject> {
+    match &key.namespace {
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, resource),
+        None => Api::all_with(client.clone(), resource),
+    }
+}

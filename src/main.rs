@@ -157,6 +157,11 @@ struct BindArgs {
     /// Bind this template without a browser.
     #[arg(long)]
     template: Option<String>,
+    /// Bind this export of the app cluster, which exists already (one
+    /// `bindery migrate` moved from kube-bind); needs a provider
+    /// administrator's token (update on the export).
+    #[arg(long, conflicts_with = "template")]
+    export: Option<String>,
     /// `yaml`: print the app cluster's objects instead of applying them.
     #[arg(short, long, value_parser = ["yaml"])]
     output: Option<String>,
@@ -361,6 +366,7 @@ fn bind(args: BindArgs) -> anyhow::Result<()> {
             provider: args.provider.provider().await?,
             app_kubeconfig: args.provider.kubeconfig.clone(),
             template: args.template,
+            export: args.export,
             print_yaml: args.output.is_some(),
             service_host: args.service_host,
             in_cluster: args.in_cluster,

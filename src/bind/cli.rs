@@ -44,6 +44,9 @@ pub struct BindOptions {
     pub app_kubeconfig: Option<PathBuf>,
     /// Bind this template; without it, the user picks one on bindery's page.
     pub template: Option<String>,
+    /// Bind this export, which exists already (one `bindery migrate` moved
+    /// from kube-bind), instead of a template.
+    pub export: Option<String>,
     /// Print the app-cluster objects as YAML instead of applying them.
     pub print_yaml: bool,
     /// The DNS name the app cluster's aggregator reaches bindery at
@@ -150,8 +153,9 @@ pub async fn bind(options: BindOptions) -> Result<()> {
         bindery: &bindery,
         session: None,
     };
-    let template = match &options.template {
-        Some(template) => {
+    let template = match (&options.export, &options.template) {
+        (Some(export), _) => export.clone(),
+        (None, Some(template)) => {
             let offers: Offers = bindery
                 .call(http::Method::GET, "/bind/templates", None::<&()>)
                 .await?;
@@ -163,7 +167,7 @@ pub async fn bind(options: BindOptions) -> Result<()> {
             }
             template.clone()
         }
-        None => pick_on_the_page(&bindery, &mut reporter, options.timeout).await?,
+        (None, None) => pick_on_the_page(&bindery, &mut reporter, options.timeout).await?,
     };
     let outcome = bind_template(
         &options,
@@ -257,7 +261,11 @@ async fn bind_template(
         .step(format!("Asking the provider to bind {template}"))
         .await;
     let request = BindRequest {
-        template: template.to_string(),
+        template: match options.export {
+            Some(_) => String::new(),
+            None => template.to_string(),
+        },
+        export: options.export.clone(),
         identity: identity.to_string(),
         registration,
         session: reporter.session.clone(),

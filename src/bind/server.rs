@@ -15,12 +15,13 @@ use super::wire::{
 };
 use crate::api::keys::{AUTHOR_ANNOTATION, IDENTITY_ANNOTATION};
 use crate::api::{
-    APIServiceExport, APIServiceExportRequest, APIServiceExportTemplate, BoundSchema,
+    APIServiceExport, APIServiceExportRequest, APIServiceExportRequestStatus,
+    APIServiceExportTemplate, BoundSchema, ExportRequestPhase,
 };
 use crate::app_cluster;
 use crate::authz::Authorizer;
 use crate::controllers::naming::cluster_namespace;
-use crate::controllers::ownership::MANAGED_LABEL;
+use crate::controllers::ownership::{MANAGED_LABEL, Ours};
 use crate::proxy::{error, full};
 use crate::status::ApiError;
 use crate::upstream::BoxBody;
@@ -133,13 +134,16 @@ impl BindService {
 
     async fn bind(&self, binder: &Binder, body: &[u8]) -> Reply {
         let request: BindRequest = decode(body)?;
-        if request.template.is_empty() || request.identity.is_empty() {
-            return Err(ApiError::bad_request("template and identity are required"));
-        }
         if request.identity.len() > 253 || request.identity.chars().any(char::is_control) {
             return Err(ApiError::bad_request(
                 "identity is not a kube-system namespace UID",
             ));
+        }
+        if let Some(export) = request.export.clone() {
+            return self.bind_existing(binder, &request, &export).await;
+        }
+        if request.template.is_empty() || request.identity.is_empty() {
+            return Err(ApiError::bad_request("template and identity are required"));
         }
         self.check_may_bind(binder, &request.template).await?;
         Api::<APIServiceExportTemplate>::all(self.provider.clone())
@@ -154,18 +158,7 @@ impl BindService {
                 )
             })?;
         let namespace = cluster_namespace(&self.prefix, &request.identity);
-        let recorded = match &request.registration {
-            Some(claimed) => Some(
-                self.checked_registration(binder, &namespace, &request.identity, claimed)
-                    .await?,
-            ),
-            None => None,
-        };
-        self.claim_cluster_namespace(&namespace, &request.identity, binder)
-            .await?;
-        if let Some((registration, existing)) = recorded {
-            self.register(&namespace, &registration, existing).await?;
-        }
+        self.claim_and_register(binder, &request, &namespace).await?;
         let export_request = json!({
             "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExportRequest",
             "metadata": {
@@ -200,6 +193,85 @@ impl BindService {
             201,
             &self.state_of(&consumer, &request.template).await?,
         ))
+    }
+
+    /// Registers the app cluster for `export`, an export of its own that
+    /// exists already and is bindery's (taken over from kube-bind by `bindery
+    /// migrate`). No template names it, so the binder must be one who may
+    /// update it: a provider administrator.
+    async fn bind_existing(&self, binder: &Binder, request: &BindRequest, export: &str) -> Reply {
+        if request.identity.is_empty() || export.is_empty() {
+            return Err(ApiError::bad_request("export and identity are required"));
+        }
+        let namespace = cluster_namespace(&self.prefix, &request.identity);
+        self.require_administrator(
+            binder,
+            &update_export(&namespace, export),
+            "binding an export that exists",
+        )
+        .await?;
+        let found = Api::<APIServiceExport>::namespaced(self.provider.clone(), &namespace)
+            .get_opt(export)
+            .await
+            .map_err(internal)?
+            .ok_or_else(|| {
+                ApiError::object_not_found("kube-bind.io", "apiserviceexports", export)
+            })?;
+        if !found.ours(&self.prefix) {
+            return Err(ApiError::forbidden(
+                "kube-bind.io",
+                "apiserviceexports",
+                Some(export),
+                "the export is kube-bind's: run `bindery migrate` to move it to bindery first",
+            ));
+        }
+        self.claim_and_register(binder, request, &namespace).await?;
+        tracing::info!(binder = %binder.name, %export, %namespace, "bind of an existing export");
+        let consumer = self.consumer_of(&namespace).to_string();
+        Ok(json_reply(201, &self.state_of(&consumer, export).await?))
+    }
+
+    /// Whether `binder` may see the bind of `export`: it holds `bind` on the
+    /// template of that name, or may update the export (an administrator,
+    /// who binds exports that exist).
+    async fn check_may_see(
+        &self,
+        binder: &Binder,
+        consumer: &str,
+        export: &str,
+    ) -> Result<(), ApiError> {
+        if binder::may_bind(&self.authorizer, &self.provider, binder, export).await? {
+            return Ok(());
+        }
+        let namespace = format!("{}{consumer}", self.prefix);
+        let update = update_export(&namespace, export);
+        if binder::may(&self.authorizer, &self.provider, binder, &update).await? {
+            return Ok(());
+        }
+        Err(binder::forbidden(binder, export))
+    }
+
+    /// Claims the consumer's cluster namespace and records the app
+    /// cluster's registration, when the bind brings one.
+    async fn claim_and_register(
+        &self,
+        binder: &Binder,
+        request: &BindRequest,
+        namespace: &str,
+    ) -> Result<(), ApiError> {
+        let recorded = match &request.registration {
+            Some(claimed) => Some(
+                self.checked_registration(binder, namespace, &request.identity, claimed)
+                    .await?,
+            ),
+            None => None,
+        };
+        self.claim_cluster_namespace(namespace, &request.identity, binder)
+            .await?;
+        if let Some((registration, existing)) = recorded {
+            self.register(namespace, &registration, existing).await?;
+        }
+        Ok(())
     }
 
     async fn check_may_bind(&self, binder: &Binder, template: &str) -> Result<(), ApiError> {
@@ -378,7 +450,7 @@ impl BindService {
     }
 
     async fn binding_state(&self, binder: &Binder, consumer: &str, export: &str) -> Reply {
-        self.check_may_bind(binder, export).await?;
+        self.check_may_see(binder, consumer, export).await?;
         Ok(json_reply(200, &self.state_of(consumer, export).await?))
     }
 
@@ -388,11 +460,32 @@ impl BindService {
         let request = Api::<APIServiceExportRequest>::namespaced(self.provider.clone(), &namespace)
             .get_opt(export)
             .await
-            .map_err(internal)?
-            .ok_or_else(|| {
-                ApiError::object_not_found("kube-bind.io", "apiserviceexportrequests", export)
-            })?;
-        let status = request.status.clone().unwrap_or_default();
+            .map_err(internal)?;
+        let existing = Api::<APIServiceExport>::namespaced(self.provider.clone(), &namespace)
+            .get_opt(export)
+            .await
+            .map_err(internal)?;
+        let status = match (&request, &existing) {
+            (Some(request), _) => request.status.clone().unwrap_or_default(),
+            // An export made without a request of bindery's (kube-bind's,
+            // taken over): made once it has its identity.
+            (None, Some(found)) if found.ours(&self.prefix) => APIServiceExportRequestStatus {
+                phase: Some(
+                    match found.status.as_ref().and_then(|s| s.identity_hash.as_ref()) {
+                        Some(_) => ExportRequestPhase::Succeeded,
+                        None => ExportRequestPhase::Pending,
+                    },
+                ),
+                ..Default::default()
+            },
+            _ => {
+                return Err(ApiError::object_not_found(
+                    "kube-bind.io",
+                    "apiserviceexportrequests",
+                    export,
+                ));
+            }
+        };
         let phase = status
             .phase
             .map(|p| format!("{p:?}"))
@@ -409,11 +502,7 @@ impl BindService {
         if state.phase != "Succeeded" {
             return Ok(state);
         }
-        let Some(found) = Api::<APIServiceExport>::namespaced(self.provider.clone(), &namespace)
-            .get_opt(export)
-            .await
-            .map_err(internal)?
-        else {
+        let Some(found) = existing else {
             state.phase = "Pending".into();
             state.message = "the export is being made".into();
             return Ok(state);
@@ -646,6 +735,17 @@ impl BindService {
 
 /// Replacing the `app-cluster` registration of `namespace`, which a
 /// provider administrator may do.
+/// `update` on export `name` in cluster namespace `namespace`.
+fn update_export<'a>(namespace: &'a str, name: &'a str) -> Action<'a> {
+    Action {
+        verb: "update",
+        group: "kube-bind.io",
+        resource: "apiserviceexports",
+        namespace: Some(namespace),
+        name,
+    }
+}
+
 fn replace(namespace: &str) -> Action<'_> {
     Action {
         verb: "update",

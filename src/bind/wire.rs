@@ -50,8 +50,15 @@ pub struct Registration {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BindRequest {
+    /// The template to bind; empty when `export` names an export that exists.
+    #[serde(default)]
     pub template: String,
     pub identity: String,
+    /// An export of this app cluster that exists already (one `bindery
+    /// migrate` took over from kube-bind): the app cluster is registered for
+    /// it, and nothing is requested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub export: Option<String>,
     /// Absent when the app-cluster side is only printed (`-o yaml`); a later
     /// bind records it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -14,7 +14,8 @@
 //! 4. The app objects lose the konnector's finalizer, and the copied CRD is
 //!    deleted: its objects go with it, in the app cluster only.
 //!
-//! What remains is `bindery bind`'s app-side registration of the export.
+//! What remains is `bindery bind --export`: the app cluster registered for
+//! the export and its APIServices made.
 
 pub mod plan;
 
@@ -90,7 +91,11 @@ pub async fn migrate(options: MigrateOptions) -> Result<()> {
         true => move_.kube_bind_bindings().await?,
     };
     if exports.is_empty() {
-        bail!("the app cluster has no kube-bind APIServiceBinding: nothing to move");
+        eprintln!(
+            "Nothing to move: the app cluster has no kube-bind APIServiceBinding (a moved \
+             export's binding is bindery's once `bindery bind --export` ran)"
+        );
+        return Ok(());
     }
     let how = if options.dry_run { " (dry run)" } else { "" };
     eprintln!(
@@ -103,7 +108,9 @@ pub async fn migrate(options: MigrateOptions) -> Result<()> {
         move_.move_export(export).await?;
     }
     eprintln!(
-        "Done{how}. Next: `bindery bind` registers the export's APIServices in the app cluster."
+        "Done{how}. Next, as a provider administrator: `bindery bind <bindery URL> --export \
+         <export>` registers the app cluster for {}",
+        exports.join(", ")
     );
     Ok(())
 }

@@ -6,11 +6,13 @@
 //! BoundSchema, the APIServiceNamespace and the 100 copies the konnector
 //! synced (spec and status). After the move the same 100 objects (same
 //! provider uids, spec and status) are served through bindery to the
-//! consumer, the copied CRD is gone, and nothing was deleted on the
-//! provider. A dry run changes nothing; an app object the konnector never
+//! consumer, the copied CRD is gone, nothing was deleted on the provider,
+//! and once `bindery bind --export` registered the app cluster, kubectl
+//! there lists them through the aggregated path. A dry run changes nothing; an app object the konnector never
 //! synced stops the move before anything is removed, and the move finishes
 //! when run again.
 
+use crate::binder::{binder_token, bindery_command_for, succeeded};
 use crate::bindery::bindery;
 use crate::fixture::{clusters, own_app_cluster, repo_root, unique_name};
 use bindery::controllers::naming::cluster_namespace;
@@ -330,13 +332,87 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
         assert_eq!(after["status"], before["status"], "{name}");
     }
 
+    // The last step: the app cluster registered for the export that exists,
+    // by a provider administrator (one who may update it; a binder holding
+    // only `bind` on templates may not).
+    let (binder, token) = binder_token(true);
+    let bind_export = |token: &str| {
+        bindery_command_for(&bindery().url, "bind", &app.kubeconfig)
+            .args(["--export", &export])
+            .env("BINDERY_TOKEN", token)
+            .output()
+            .expect("bindery runs")
+    };
+    let refused = bind_export(&token);
+    assert!(
+        !refused.status.success(),
+        "a binder may not bind an export it may not update"
+    );
+    let account = binder.rsplit(':').next().unwrap().to_string();
+    provider.kubectl(&[
+        "-n",
+        &cluster_ns,
+        "create",
+        "role",
+        "export-admin",
+        "--verb=update",
+        "--resource=apiserviceexports.kube-bind.io",
+    ]);
+    provider.kubectl(&[
+        "-n",
+        &cluster_ns,
+        "create",
+        "rolebinding",
+        "export-admin",
+        "--role=export-admin",
+        &format!("--serviceaccount=binders:{account}"),
+    ]);
+    // Refusals are cached a while (as kube-apiserver's authorizer caches
+    // them): the grant takes effect within that while.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut bound = bind_export(&token);
+    while !bound.status.success() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_secs(2));
+        bound = bind_export(&token);
+    }
+    succeeded("bind --export", &bound);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let listed = app.kubectl_output(&["-n", "default", "get", "widgets", "-o", "json"], None);
+        let served = if listed.status.success() {
+            items(&String::from_utf8_lossy(&listed.stdout))
+        } else {
+            Vec::new()
+        };
+        let uids: std::collections::BTreeSet<String> = served
+            .iter()
+            .filter_map(|o| o["metadata"]["uid"].as_str().map(str::to_string))
+            .collect();
+        let wanted: std::collections::BTreeSet<String> = provider_before
+            .iter()
+            .filter_map(|o| o["metadata"]["uid"].as_str().map(str::to_string))
+            .collect();
+        if uids == wanted {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "kubectl in the app cluster lists the moved objects through bindery: {}",
+            String::from_utf8_lossy(&listed.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
     // Run again: nothing left to do, nothing changes.
-    let (ok, said) = migrate(&app.kubeconfig, &[]);
+    let (ok, said) = migrate(&app.kubeconfig, &["--export", &export]);
     assert!(ok, "{said}");
     assert!(
         said.contains(&format!("{OBJECTS} adopted already")),
         "{said}"
     );
+    let (ok, said) = migrate(&app.kubeconfig, &[]);
+    assert!(ok && said.contains("Nothing to move"), "{said}");
+    assert_eq!(provider_widgets().len(), OBJECTS);
     for namespace in [&provider_ns, &cluster_ns] {
         provider.kubectl(&["delete", "namespace", namespace, "--wait=false"]);
     }

@@ -158,7 +158,8 @@ impl BindService {
                 )
             })?;
         let namespace = cluster_namespace(&self.prefix, &request.identity);
-        self.claim_and_register(binder, &request, &namespace).await?;
+        self.claim_and_register(binder, &request, &namespace)
+            .await?;
         let export_request = json!({
             "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExportRequest",
             "metadata": {

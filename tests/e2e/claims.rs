@@ -1182,8 +1182,10 @@ fn a_claim_by_references_covers_what_the_consumers_bound_objects_name() {
     let SharedConfigMaps {
         template,
         _guard,
+        token,
         consumer,
-        ..
+        shared,
+        private,
     } = bind_shared_config_maps_and(&[serde_json::json!({
         "group": "", "resource": "configmaps", "selector": {"owner": "Consumer",
             "references": [{"group": "anynines.com", "resource": "servicebindings",
@@ -1243,5 +1245,9 @@ fn a_claim_by_references_covers_what_the_consumers_bound_objects_name() {
 
     app.kubectl(&["-n", "default", "delete", "servicebinding", &binding]);
     assert_eq!(get().0, 404, "no bound object names it any more");
-    app.kubectl(&["-n", "default", "delete", "configmap", &referred]);
+
+    succeeded("unbind", &bindery_cli("unbind", &token, &[&template]));
+    for name in [&shared, &private, &referred] {
+        app.kubectl(&["-n", "default", "delete", "configmap", name]);
+    }
 }

@@ -15,11 +15,14 @@ fn get(namespace: &str, kind: &str, name: &str) -> Value {
     serde_json::from_str(&text).expect("JSON")
 }
 
-/// What bindery would have put on an export or a request.
+/// What bindery would have put on an export or a request (a request's
+/// status is `{phase: Pending}` by the CRD's default, as kube-bind's CRD
+/// has it).
 fn touched(object: &Value) -> Vec<String> {
     let mut marks = Vec::new();
-    if !object["status"].is_null() {
-        marks.push(format!("status {}", object["status"]));
+    let status = &object["status"];
+    if !status.is_null() && *status != json!({}) && *status != json!({"phase": "Pending"}) {
+        marks.push(format!("status {status}"));
     }
     if let Some(finalizers) = object["metadata"]["finalizers"].as_array() {
         marks.push(format!("finalizers {finalizers:?}"));

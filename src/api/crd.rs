@@ -9,7 +9,7 @@ use super::service_export_request::APIServiceExportRequest;
 use super::service_export_template::APIServiceExportTemplate;
 use super::service_namespace::APIServiceNamespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, JSON,
+    CustomResourceDefinition, JSON, ValidationRule,
 };
 use kube::CustomResourceExt;
 use serde_json::Value;
@@ -49,7 +49,68 @@ const ALSO_V1ALPHA1: [&str; 5] = [
     "clusterbindings",
 ];
 
-/// What kube-bind's CRDs have beyond the derived schema: `v1alpha1` served
+/// The spec fields kube-bind's CRDs keep immutable (`self == oldSelf`), with
+/// kube-bind's messages.
+const IMMUTABLE: [(&str, &str, &str); 11] = [
+    (
+        "apiservicebindings",
+        "kubeconfigSecretRef",
+        "kubeconfigSecretRef is immutable",
+    ),
+    (
+        "apiserviceexportrequests",
+        "namespaces",
+        "namespaces are immutable",
+    ),
+    (
+        "apiserviceexportrequests",
+        "parameters",
+        "parameters are immutable",
+    ),
+    (
+        "apiserviceexportrequests",
+        "permissionClaims",
+        "permissionClaims are immutable",
+    ),
+    (
+        "apiserviceexportrequests",
+        "resources",
+        "resources are immutable",
+    ),
+    (
+        "apiserviceexportrequests",
+        "schemaUpdatePolicy",
+        "schemaUpdatePolicy is immutable",
+    ),
+    (
+        "apiserviceexports",
+        "clusterScopedIsolation",
+        "clusterScopedIsolation is immutable",
+    ),
+    (
+        "apiserviceexports",
+        "informerScope",
+        "informerScope is immutable",
+    ),
+    ("apiserviceexports", "isolation", "isolation is immutable"),
+    (
+        "apiserviceexports",
+        "permissionClaims",
+        "permissionClaims are immutable",
+    ),
+    ("apiserviceexports", "resources", "resources are immutable"),
+];
+
+fn rule(rule: &str, message: &str) -> ValidationRule {
+    ValidationRule {
+        rule: rule.to_string(),
+        message: Some(message.to_string()),
+        ..Default::default()
+    }
+}
+
+/// What kube-bind's CRDs have beyond the derived schema: its immutability
+/// rules and ClusterBinding's name rule ([`IMMUTABLE`]), `v1alpha1` served
 /// beside `v1alpha2` (conversion `None`, as kube-bind has it: an object is
 /// the same under both versions, so v1alpha1 has v1alpha2's schema here),
 /// and a request's `status.phase` defaulting to `Pending` (kube-bind's
@@ -70,6 +131,39 @@ fn as_kube_bind_serves_it(mut crd: CustomResourceDefinition) -> CustomResourceDe
             if let Some(phase) = status.properties.as_mut().and_then(|p| p.get_mut("phase")) {
                 phase.default = Some(JSON(serde_json::json!("Pending")));
             }
+        }
+    }
+    for version in &mut crd.spec.versions {
+        let Some(root) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        else {
+            continue;
+        };
+        for (plural, field, message) in IMMUTABLE {
+            if plural != crd.spec.names.plural {
+                continue;
+            }
+            if let Some(node) = root
+                .properties
+                .as_mut()
+                .and_then(|p| p.get_mut("spec"))
+                .and_then(|spec| spec.properties.as_mut())
+                .and_then(|p| p.get_mut(field))
+            {
+                node.x_kubernetes_validations
+                    .get_or_insert_with(Vec::new)
+                    .push(rule("self == oldSelf", message));
+            }
+        }
+        if crd.spec.names.plural == "clusterbindings" {
+            root.x_kubernetes_validations
+                .get_or_insert_with(Vec::new)
+                .push(rule(
+                    "self.metadata.name == \"cluster\"",
+                    "cluster binding name should be cluster",
+                ));
         }
     }
     if ALSO_V1ALPHA1.contains(&crd.spec.names.plural.as_str()) {
@@ -179,7 +273,7 @@ mod tests {
     }
 
     #[test]
-    fn kube_binds_v1alpha1_is_served_and_requests_default_to_pending() {
+    fn kube_binds_versions_defaults_and_rules_are_kept() {
         for crd in crds() {
             let versions: Vec<(&str, bool, bool)> = crd
                 .spec
@@ -195,6 +289,13 @@ mod tests {
                 };
             assert_eq!(versions, expected, "{}", crd.spec.names.plural);
         }
+        let exports = crd_json("apiserviceexports");
+        let isolation = &exports["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+            ["spec"]["properties"]["isolation"];
+        assert_eq!(
+            isolation["x-kubernetes-validations"],
+            serde_json::json!([{"rule": "self == oldSelf", "message": "isolation is immutable"}])
+        );
         let requests = crd_json("apiserviceexportrequests");
         for version in requests["spec"]["versions"].as_array().unwrap() {
             let status = &version["schema"]["openAPIV3Schema"]["properties"]["status"];

@@ -3,7 +3,7 @@
 //! applying `deploy/crds` succeeds and the objects stored before are read
 //! at both versions, the same objects; a request made by kube-bind's rules
 //! (no status) gets `status.phase: Pending`, which kube-bind's backend acts
-//! on. On main the apply was refused (`v1alpha1` must appear in
+//! on; kube-bind's immutability and name rules hold. On main the apply was refused (`v1alpha1` must appear in
 //! spec.versions) and a request had no phase. The cluster is this test's
 //! own, so the shared provider's CRDs are not touched.
 
@@ -93,6 +93,36 @@ fn bindery_crds_install_over_kube_binds_v1alpha1_and_requests_default_to_pending
         );
         assert_eq!(after["spec"], before["spec"], "{version}");
     }
+
+    // kube-bind's rules hold: an export's isolation cannot change, and the
+    // ClusterBinding is named `cluster`.
+    let changed = cluster.kubectl_output(
+        &[
+            "patch",
+            "apiserviceexport",
+            "old",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"isolation":"None"}}"#,
+        ],
+        None,
+    );
+    assert!(!changed.status.success());
+    assert!(
+        String::from_utf8_lossy(&changed.stderr).contains("isolation is immutable"),
+        "{}",
+        String::from_utf8_lossy(&changed.stderr)
+    );
+    let misnamed = json!({"apiVersion": "kube-bind.io/v1alpha2", "kind": "ClusterBinding",
+        "metadata": {"name": "other", "namespace": "default"},
+        "spec": {"kubeconfigSecretRef": {"name": "kubeconfig", "key": "kubeconfig"},
+            "providerPrettyName": "p"}});
+    let refused = cluster.kubectl_output(&["create", "-f", "-"], Some(&misnamed.to_string()));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("cluster binding name should be cluster"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
 
     // A request as kube-bind's CLI makes it: no status.
     let request = json!({"apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExportRequest",

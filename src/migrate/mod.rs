@@ -12,7 +12,8 @@
 //!    labels in place, same uid ([`plan`]). An app object without a copy
 //!    stops the move here, before anything is removed.
 //! 4. The app objects lose the konnector's finalizer, and the copied CRD is
-//!    deleted: its objects go with it, in the app cluster only.
+//!    deleted: its objects go with it, in the app cluster only. Then
+//!    kube-bind's APIServiceBinding of the export goes.
 //!
 //! What remains is `bindery bind --export`: the app cluster registered for
 //! the export and its APIServices made.
@@ -128,14 +129,7 @@ impl Move {
     /// The names of the app cluster's kube-bind APIServiceBindings (those
     /// bindery's bind did not make): the exports they bind.
     async fn kube_bind_bindings(&self) -> Result<Vec<String>> {
-        let bindings = ApiResource {
-            group: "kube-bind.io".into(),
-            version: "v1alpha2".into(),
-            api_version: "kube-bind.io/v1alpha2".into(),
-            kind: "APIServiceBinding".into(),
-            plural: "apiservicebindings".into(),
-        };
-        let list = Api::<DynamicObject>::all_with(self.app.clone(), &bindings)
+        let list = Api::<DynamicObject>::all_with(self.app.clone(), &binding_resource())
             .list(&ListParams::default())
             .await
             .context("listing the app cluster's APIServiceBindings")?;
@@ -199,7 +193,33 @@ impl Move {
             let crd_name = resource.group_resource().to_string();
             self.move_resource(&crd_name, hash.as_ref()).await?;
         }
-        Ok(())
+        self.remove_kube_bind_binding(name).await
+    }
+
+    /// The end of step 4: kube-bind's APIServiceBinding of the export, whose
+    /// copied CRDs are gone. `bindery bind --export` writes bindery's own
+    /// (kube-bind's `kubeconfigSecretRef` is immutable, and names the
+    /// konnector's Secret).
+    async fn remove_kube_bind_binding(&self, export: &str) -> Result<()> {
+        let bindings: Api<DynamicObject> = Api::all_with(self.app.clone(), &binding_resource());
+        let Some(binding) = bindings.get_opt(export).await? else {
+            return Ok(());
+        };
+        if binding
+            .labels()
+            .contains_key(crate::bind::app_objects::BINDING_LABEL)
+        {
+            return Ok(());
+        }
+        eprintln!("4. {export}: deleting kube-bind's APIServiceBinding");
+        if self.dry_run {
+            return Ok(());
+        }
+        match bindings.delete(export, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(error) => Err(error.into()),
+        }
     }
 
     /// Step 2: the export (and its BoundSchemas) labelled bindery's; its
@@ -353,6 +373,17 @@ impl Move {
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
         Ok(())
+    }
+}
+
+/// The app cluster's APIServiceBindings.
+fn binding_resource() -> ApiResource {
+    ApiResource {
+        group: "kube-bind.io".into(),
+        version: "v1alpha2".into(),
+        api_version: "kube-bind.io/v1alpha2".into(),
+        kind: "APIServiceBinding".into(),
+        plural: "apiservicebindings".into(),
     }
 }
 

@@ -413,7 +413,7 @@ fn yaml_documents(objects: &[Value], template: &str, url: &str) -> Result<String
     Ok(out)
 }
 
-async fn app_config(path: Option<&std::path::Path>) -> Result<kube::Config> {
+pub(crate) async fn app_config(path: Option<&std::path::Path>) -> Result<kube::Config> {
     match path {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)
@@ -425,7 +425,7 @@ async fn app_config(path: Option<&std::path::Path>) -> Result<kube::Config> {
 }
 
 /// The app cluster's identity: its kube-system namespace UID.
-async fn identity(app: &kube::Client) -> Result<String> {
+pub(crate) async fn identity(app: &kube::Client) -> Result<String> {
     Api::<Namespace>::all(app.clone())
         .get("kube-system")
         .await

@@ -21,12 +21,12 @@
 pub mod plan;
 
 use crate::api::{APIServiceExport, BoundSchema};
+use crate::bind::cli::{app_config, identity};
 use crate::controllers::naming::cluster_namespace;
 use crate::controllers::ownership::MANAGED_LABEL;
 use crate::translate::IdentityHash;
 use anyhow::{Context as _, Result, anyhow, bail};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
@@ -53,27 +53,14 @@ pub struct MigrateOptions {
 }
 
 async fn client(path: Option<&std::path::Path>) -> Result<kube::Client> {
-    let config = match path {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
-        }
-        None => kube::Config::infer().await?,
-    };
-    Ok(kube::Client::try_from(config)?)
+    Ok(kube::Client::try_from(app_config(path).await?)?)
 }
 
 /// Runs the move; says each step on stderr.
 pub async fn migrate(options: MigrateOptions) -> Result<()> {
     let app = client(options.app_kubeconfig.as_deref()).await?;
     let provider = client(Some(&options.provider_kubeconfig)).await?;
-    let identity = Api::<Namespace>::all(app.clone())
-        .get("kube-system")
-        .await
-        .context("reading the app cluster's kube-system namespace")?
-        .uid()
-        .ok_or_else(|| anyhow!("namespace kube-system has no UID"))?;
+    let identity = identity(&app).await?;
     let cluster_namespace = cluster_namespace(&options.prefix, &identity);
     let consumer = cluster_namespace
         .strip_prefix(&options.prefix)

@@ -220,8 +220,9 @@ impl Exchange<'_> {
         current: Option<&Value>,
     ) -> Result<Option<Response<BoxBody>>, Failure> {
         let bound = self.bound();
-        let applied = matches!(self.request.body, Some(Body::Patch(PatchType::Apply, _)));
-        let creates = self.request.verb == Verb::Create || (applied && current.is_none());
+        // An apply creates only when there is no object yet.
+        let creates =
+            creates(&self.request) && (self.request.verb == Verb::Create || current.is_none());
         let (true, Some(namespace), None) = (
             creates,
             &self.resource.namespace,

@@ -234,6 +234,22 @@ struct SharedConfigMaps {
     private: String,
 }
 
+/// Unbinds `template` and deletes the ConfigMaps `made` (those that still
+/// exist): a `share=yes` ConfigMap left behind would show up in the next
+/// claims test's lists.
+fn unbind_and_delete(token: &str, template: &str, made: &[&str]) {
+    succeeded("unbind", &bindery_cli("unbind", token, &[template]));
+    let app = &clusters().app;
+    let _ = app.kubectl_output(
+        &[
+            &["-n", "default", "delete", "configmap", "--ignore-not-found"],
+            made,
+        ]
+        .concat(),
+        None,
+    );
+}
+
 fn bind_shared_config_maps() -> SharedConfigMaps {
     bind_shared_config_maps_and(&[])
 }
@@ -423,10 +439,7 @@ fn consumer_owned_claimed_objects_are_read_through_the_workspace_filtered_by_the
     let (code, _) = as_controller("GET", &format!("/configmaps/{private}"));
     assert_eq!(code, 404);
 
-    succeeded("unbind", &bindery_cli("unbind", &token, &[&template]));
-    for name in [&shared, &private] {
-        app.kubectl(&["-n", "default", "delete", "configmap", name]);
-    }
+    unbind_and_delete(&token, &template, &[&shared, &private]);
 }
 
 /// kubectl against a workspace path, with a provider token.
@@ -623,10 +636,7 @@ fn consumer_owned_claimed_objects_are_discovered_and_written_through_the_workspa
     ok(&["-n", "default", "delete", "configmap", &made]);
     assert!(!app_data(&made).status.success(), "{made} is still there");
 
-    succeeded("unbind", &bindery_cli("unbind", &token, &[&template]));
-    for name in [&shared, &private] {
-        app.kubectl(&["-n", "default", "delete", "configmap", name]);
-    }
+    unbind_and_delete(&token, &template, &[&shared, &private]);
     let _ = std::fs::remove_file(manifest_file);
 }
 
@@ -1159,13 +1169,10 @@ fn consumer_owned_claimed_writes_are_read_and_answered_as_the_app_cluster_would(
         "its manager is the caller's"
     );
 
-    succeeded("unbind", &bindery_cli("unbind", &token, &[&template]));
-    for name in [&shared, &private, &by_kubectl] {
-        let _ = app.kubectl_output(&["-n", "default", "delete", "configmap", name], None);
-    }
-    let _ = app.kubectl_output(
-        &["-n", "default", "delete", "configmap", &made, &tabled],
-        None,
+    unbind_and_delete(
+        &token,
+        &template,
+        &[&shared, &private, &by_kubectl, &made, &tabled],
     );
     app.kubectl(&["delete", "namespace", &direct, "--wait=false"]);
 }
@@ -1246,8 +1253,5 @@ fn a_claim_by_references_covers_what_the_consumers_bound_objects_name() {
     app.kubectl(&["-n", "default", "delete", "servicebinding", &binding]);
     assert_eq!(get().0, 404, "no bound object names it any more");
 
-    succeeded("unbind", &bindery_cli("unbind", &token, &[&template]));
-    for name in [&shared, &private, &referred] {
-        app.kubectl(&["-n", "default", "delete", "configmap", name]);
-    }
+    unbind_and_delete(&token, &template, &[&shared, &private, &referred]);
 }

@@ -1,6 +1,6 @@
 //! Everything requests are served from, shared by the layers and the
 //! handlers: the catalog, the proxy, the registered app clusters, the one
-//! [`Authorizer`], and the `/bind` service.
+//! [`Authorizer`], the `/bind` service and the health checks.
 
 use crate::auth::registrations::Registrations;
 use crate::authz::Authorizer;
@@ -21,6 +21,8 @@ pub struct App {
     pub bind: crate::bind::server::BindService,
     /// How long a request body may take to arrive ([`crate::request_body`]).
     pub body_timeout: Duration,
+    /// What `/livez`, `/readyz` and `/healthz` check.
+    pub health: Arc<crate::health::Health>,
 }
 
 impl App {

@@ -230,6 +230,11 @@ struct ServeArgs {
     /// (`BINDERY_REQUEST_BODY_TIMEOUT`).
     #[arg(long, env = "BINDERY_REQUEST_BODY_TIMEOUT", default_value_t = bindery::request_body::DEFAULT_TIMEOUT.as_secs())]
     request_body_timeout: u64,
+    /// After SIGTERM, keep serving this long with `/readyz` failing before connections are
+    /// drained (seconds), as kube-apiserver's `--shutdown-delay-duration`: load balancers
+    /// then stop sending new requests first (`BINDERY_SHUTDOWN_DELAY_DURATION`).
+    #[arg(long, env = "BINDERY_SHUTDOWN_DELAY_DURATION", default_value_t = 0)]
+    shutdown_delay_duration: u64,
     #[command(flatten)]
     lease: LeaseArgs,
 }
@@ -419,6 +424,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         idle_connection_timeout: std::time::Duration::from_secs(args.idle_connection_timeout),
         impersonate: args.impersonate,
         request_body_timeout: std::time::Duration::from_secs(args.request_body_timeout),
+        shutdown_delay: std::time::Duration::from_secs(args.shutdown_delay_duration),
     }))
 }
 

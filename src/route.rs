@@ -56,6 +56,9 @@ pub enum Endpoint {
     },
     /// `/healthz`, `/livez`, `/readyz` of bindery itself.
     Health,
+    /// `/metrics`: bindery's own, for the provider's users allowed to get
+    /// that path.
+    Metrics,
     /// `/bind/...`: the binding API and page (`crate::bind`), with the
     /// segments after `bind` (routes in `crate::bind::routes`).
     Bind(Vec<String>),
@@ -205,6 +208,7 @@ pub fn parse(path: &str) -> Endpoint {
     let segments: Vec<&str> = owned.iter().map(String::as_str).collect();
     match segments.as_slice() {
         ["healthz" | "livez" | "readyz", ..] => Endpoint::Health,
+        ["metrics"] => Endpoint::Metrics,
         ["bind", rest @ ..] => Endpoint::Bind(rest.iter().map(|s| s.to_string()).collect()),
         ["clusters", consumer, rest @ ..] => match ConsumerId::parse(consumer) {
             Some(consumer) => Endpoint::Consumer {
@@ -541,7 +545,6 @@ mod tests {
             }
         ));
         assert_eq!(parse("/"), Endpoint::Unknown);
-        assert_eq!(parse("/metrics"), Endpoint::Unknown);
         assert_eq!(parse("/bind"), Endpoint::Bind(vec![]));
         assert_eq!(
             parse("/bind/sessions/abc"),
@@ -558,6 +561,8 @@ mod tests {
         assert_eq!(parse("/clusters/c1/../c2/apis"), Endpoint::Unknown);
         assert_eq!(parse("clusters/c1/apis"), Endpoint::Unknown);
         assert_eq!(parse("/readyz"), Endpoint::Health);
+        assert_eq!(parse("/metrics"), Endpoint::Metrics);
+        assert_eq!(parse("/metrics/x"), Endpoint::Unknown);
         assert_eq!(parse("/clusters/c1/apis/%2e%2e"), Endpoint::Unknown);
         assert_eq!(parse("/clusters/c1/apis/a%2Fb"), Endpoint::Unknown);
         assert_eq!(parse("/clusters/c1/apis/%zz"), Endpoint::Unknown);

@@ -1,6 +1,6 @@
 //! Dispatch: after the layers have authenticated and authorized the
 //! caller, a request's body is read ([`crate::request_body`]) and it goes to
-//! health, version, discovery/OpenAPI or the resource proxy for the
+//! health, metrics, version, discovery/OpenAPI or the resource proxy for the
 //! consumer's view, to the virtual workspace, or to `/bind`.
 
 use crate::app::App;
@@ -62,7 +62,8 @@ where
         crate::request_body::read(body, limit, app.body_timeout).await
     };
     let path = match endpoint {
-        Endpoint::Health => return health(&app),
+        Endpoint::Health => return health(&app, parts.uri.path(), parts.uri.query()).await,
+        Endpoint::Metrics => return metrics(&parts.headers),
         Endpoint::Unknown => return error(&ApiError::page_not_found()),
         Endpoint::Bind(segments) => {
             let route = parts
@@ -81,11 +82,20 @@ where
                 return error(&ApiError::unauthorized());
             };
             let limit = crate::request_body::MAX_BODY_BYTES;
-            return match read(body, limit).await {
+            let resource = matches!(path, ApiPath::Resource(_));
+            let response = match read(body, limit).await {
                 Ok(body) => {
                     crate::workspace::serve(&app, &target, consumer, path, parts, body).await
                 }
                 Err(refused) => error(&refused),
+            };
+            // The workspace answers 404 for a resource its export does not
+            // serve: any other answer is for one it serves.
+            let served = resource && response.status() != http::StatusCode::NOT_FOUND;
+            return if served {
+                mark_served(response)
+            } else {
+                response
             };
         }
         Endpoint::Consumer { path, .. } | Endpoint::Aggregated { path } => path,
@@ -112,8 +122,16 @@ where
     }
     match path {
         ApiPath::Version => json(&app.version),
-        ApiPath::Health => health(&app),
-        ApiPath::Resource(request) => app.proxy.serve(&view, request, parts, body).await,
+        ApiPath::Health => health(&app, "/healthz", None).await,
+        ApiPath::Resource(request) => {
+            let served = view.find(&request.group, &request.resource).is_some();
+            let response = app.proxy.serve(&view, request, parts, body).await;
+            if served {
+                mark_served(response)
+            } else {
+                response
+            }
+        }
         ApiPath::Legacy(segments) if parts.method == http::Method::GET => {
             match segments.as_slice() {
                 [v1, namespaces, name] if v1 == "v1" && namespaces == "namespaces" => {
@@ -146,14 +164,39 @@ fn consumer_namespace(view: &crate::catalog::ConsumerView, name: &str) -> Respon
     }))
 }
 
-fn health(app: &App) -> Response<BoxBody> {
-    if app.catalog.is_synced() {
-        full(200, "text/plain; charset=utf-8", "ok")
-    } else {
-        error(&ApiError::unavailable(
-            "the provider's exports have not been listed yet",
-        ))
+/// The answer of `/livez`, `/readyz` or `/healthz` (or one of their checks)
+/// at `path`, as kube-apiserver's health handlers write it.
+async fn health(app: &App, path: &str, query: Option<&str>) -> Response<BoxBody> {
+    let query = crate::wire::query::Query::parse(query);
+    match app.health.answer(path, &query).await {
+        Some((status, text)) => {
+            let mut response = full(status, "text/plain; charset=utf-8", text);
+            response.headers_mut().insert(
+                "x-content-type-options",
+                http::HeaderValue::from_static("nosniff"),
+            );
+            response
+        }
+        None => error(&ApiError::page_not_found()),
     }
+}
+
+/// Every metric, in the format the scraper's `Accept` prefers.
+fn metrics(headers: &http::HeaderMap) -> Response<BoxBody> {
+    let accept = headers
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let (media_type, text) = crate::metrics::render(accept);
+    full(200, media_type, text)
+}
+
+/// `response`, marked as the answer of a served resource: its metrics may
+/// name the resource.
+fn mark_served(mut response: Response<BoxBody>) -> Response<BoxBody> {
+    response
+        .extensions_mut()
+        .insert(crate::metrics::requests::Served);
+    response
 }
 
 fn json(value: &serde_json::Value) -> Response<BoxBody> {

@@ -39,11 +39,13 @@ pub struct Options {
     pub impersonate: bool,
     /// How long a request body may take to arrive ([`crate::request_body`]).
     pub request_body_timeout: std::time::Duration,
+    /// How long to keep serving, not ready, after SIGTERM before draining.
+    pub shutdown_delay: std::time::Duration,
 }
 
 pub async fn run(options: Options) -> Result<()> {
     let config = provider_config(options.provider_kubeconfig.as_deref()).await?;
-    let client = kube::Client::try_from(config.clone()).context("making the provider client")?;
+    let client = client_of(config.clone())?;
     let upstream = Arc::new(
         ProviderUpstream::new(&config).context("making the provider client of the proxy")?,
     );
@@ -88,17 +90,24 @@ pub async fn run(options: Options) -> Result<()> {
     let provider = client.clone();
     let authorizer = Arc::new(crate::authz::Authorizer::new(Default::default()));
     let sessions = crate::bind::sessions::Sessions::default();
+    let cache = options.watch_cache.then(|| {
+        Arc::new(CachedUpstream::new(
+            upstream.clone(),
+            client.clone(),
+            stop_rx.clone(),
+        ))
+    });
+    let health = Arc::new(crate::health::Health::new(
+        catalog.clone(),
+        cache.clone(),
+        client.clone(),
+    ));
     let app = Arc::new(App {
         catalog: catalog.clone(),
         proxy: Proxy {
-            upstream: if options.watch_cache {
-                Arc::new(CachedUpstream::new(
-                    upstream,
-                    client.clone(),
-                    stop_rx.clone(),
-                ))
-            } else {
-                upstream
+            upstream: match &cache {
+                Some(cache) => cache.clone() as Arc<dyn crate::upstream::Upstream>,
+                None => upstream,
             },
             tokens: Arc::new(continue_tokens(&client, &options.token_key).await),
             namespaces: NamespaceProvisioner::new(client.clone()),
@@ -120,6 +129,7 @@ pub async fn run(options: Options) -> Result<()> {
             authorizer,
         },
         body_timeout: options.request_body_timeout,
+        health: health.clone(),
     });
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
@@ -132,6 +142,9 @@ pub async fn run(options: Options) -> Result<()> {
         tokio::spawn(crate::controllers::run(client.clone(), controllers));
     }
     catalog.wait_synced().await;
+    if let Some(cache) = cache {
+        tokio::spawn(warm(catalog.clone(), cache));
+    }
     println!("bindery listening on https://{address}");
     tracing::info!(%address, "serving");
     let authentication = Authentication {
@@ -154,13 +167,46 @@ pub async fn run(options: Options) -> Result<()> {
         },
         sessions,
     };
+    let delay = options.shutdown_delay;
     let shutdown = async move {
         wait_for_signal().await;
+        // Not ready from now on, still serving for the delay, then draining:
+        // as kube-apiserver shuts down.
+        health.stop();
+        tracing::info!(
+            ?delay,
+            "asked to stop: /readyz fails; serving on for the shutdown delay"
+        );
+        tokio::time::sleep(delay).await;
         let _ = stop_tx.send(true);
     };
     let idle_timeout = options.idle_connection_timeout;
     crate::server::run(app, tls, authentication, listener, idle_timeout, shutdown).await;
     Ok(())
+}
+
+/// Keeps the watch cache reflecting every bound resource: the ones bound at
+/// start before bindery says it is ready, later ones as they are bound.
+async fn warm(catalog: catalog::watch::SharedCatalog, cache: Arc<CachedUpstream>) {
+    let mut seen = None;
+    loop {
+        let generation = catalog.read(|c| c.generation());
+        if seen != Some(generation) {
+            seen = Some(generation);
+            cache.warm(catalog.read(|c| c.served_collections()));
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    }
+}
+
+/// The provider's client, its requests counted and timed
+/// ([`crate::metrics::provider`]).
+pub fn client_of(config: kube::Config) -> Result<kube::Client> {
+    let layer = crate::metrics::provider::ProviderMetricsLayer::new(&config.cluster_url);
+    Ok(kube::client::ClientBuilder::try_from(config)
+        .context("making the provider client")?
+        .with_layer(&layer)
+        .build())
 }
 
 /// `https://<address>`, with `localhost` for an unspecified address.
@@ -190,7 +236,7 @@ async fn continue_tokens(
 }
 
 pub async fn provider_client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client> {
-    kube::Client::try_from(provider_config(kubeconfig).await?).context("making the provider client")
+    client_of(provider_config(kubeconfig).await?)
 }
 
 /// The provider's client config: from `kubeconfig`, else inferred (in-cluster

@@ -55,6 +55,12 @@ impl ApiError {
         .with_details(details)
     }
 
+    /// kube-apiserver's 403 for a path that names no resource (its
+    /// `NewForbidden` with an empty resource).
+    pub fn forbidden_path(message: &str) -> Self {
+        Self::new(403, "Forbidden", format!("forbidden: {message}")).with_details(json!({}))
+    }
+
     /// The mux's plain-text `404 page not found` for paths nothing serves.
     pub fn page_not_found() -> Self {
         Self {

@@ -115,6 +115,9 @@ impl ProviderUpstream {
             hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
                 .build(https);
         let service = ServiceBuilder::new()
+            .layer(crate::metrics::provider::ProviderMetricsLayer::new(
+                &config.cluster_url,
+            ))
             .layer(config.base_uri_layer())
             .option_layer(config.auth_layer()?)
             .layer(config.extra_headers_layer()?)

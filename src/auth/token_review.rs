@@ -95,9 +95,12 @@ impl TokenReviews {
         Fut: Future<Output = Answer> + Send + 'static,
     {
         let key = self.key(scope, token);
+        let metrics = &crate::metrics::metrics().auth;
         if let Some(answer) = self.inner.remembered(&key) {
+            metrics.token_cache(true);
             return answer;
         }
+        metrics.token_cache(false);
         let pending = {
             let mut in_flight = self.inner.lock();
             // Checked again under the lock: a review that ended meanwhile
@@ -178,8 +181,12 @@ async fn ask(client: kube::Client, token: String) -> Answer {
     };
     let answer = Api::<TokenReview>::all(client)
         .create(&PostParams::default(), &review)
-        .await
-        .map_err(|e| Refusal::ReviewFailed(e.to_string()))?;
+        .await;
+    crate::metrics::metrics().auth.token_review(match &answer {
+        Ok(_) => Some(201),
+        Err(error) => crate::metrics::auth::code_of(error),
+    });
+    let answer = answer.map_err(|e| Refusal::ReviewFailed(e.to_string()))?;
     let status = answer.status.unwrap_or_default();
     if status.authenticated != Some(true) {
         return Err(Refusal::ReviewRefused(

@@ -7,7 +7,7 @@
 use crate::route::{ResourceRequest, Verb};
 use crate::status::ApiError;
 use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 
 pub use crate::auth::RequestUser;
@@ -84,22 +84,95 @@ impl Attributes {
             quote(&resource),
             quote(&self.group),
         );
-        // kube-apiserver escapes these three before it writes the message.
-        let message = message
-            .replace('&', "&amp;")
-            .replace('<', "&lt;")
-            .replace('>', "&gt;");
-        let message = if reason.is_empty() {
-            message
-        } else {
-            format!("{message}: {reason}")
-        };
+        let message = with_reason(&message, reason);
         ApiError::forbidden(
             &self.group,
             &self.resource,
             self.name.as_deref().filter(|n| !n.is_empty()),
             &message,
         )
+    }
+}
+
+/// What an authorizer is asked about: a resource ([`Attributes`]) or a
+/// path that names none ([`PathAttributes`]).
+pub trait Access {
+    /// The SubjectAccessReview asking whether the user may do this.
+    fn review(&self) -> SubjectAccessReview;
+    /// kube-apiserver's 403, with the authorizer's `reason` if it gave one.
+    fn forbidden(&self, reason: &str) -> ApiError;
+}
+
+impl Access for Attributes {
+    fn review(&self) -> SubjectAccessReview {
+        Attributes::review(self)
+    }
+    fn forbidden(&self, reason: &str) -> ApiError {
+        Attributes::forbidden(self, reason)
+    }
+}
+
+/// A request for a path that names no resource (`/metrics`), as
+/// kube-apiserver's authorization filter sees it: the user, the method as
+/// a lower-case verb, and the path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PathAttributes {
+    pub user: RequestUser,
+    pub verb: String,
+    pub path: String,
+}
+
+impl PathAttributes {
+    pub fn of(user: RequestUser, method: &http::Method, path: &str) -> Self {
+        Self {
+            user,
+            verb: method.as_str().to_ascii_lowercase(),
+            path: path.to_string(),
+        }
+    }
+}
+
+impl Access for PathAttributes {
+    fn review(&self) -> SubjectAccessReview {
+        SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(self.user.name.clone()),
+                uid: self.user.uid.clone(),
+                groups: Some(self.user.groups.clone()),
+                extra: (!self.user.extra.is_empty()).then(|| self.user.extra.clone()),
+                non_resource_attributes: Some(NonResourceAttributes {
+                    verb: Some(self.verb.clone()),
+                    path: Some(self.path.clone()),
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    /// `User "alice" cannot get path "/metrics"`, as kube-apiserver words it.
+    fn forbidden(&self, reason: &str) -> ApiError {
+        let message = format!(
+            "User {} cannot {} path {}",
+            quote(&self.user.name),
+            self.verb,
+            quote(&self.path)
+        );
+        ApiError::forbidden_path(&with_reason(&message, reason))
+    }
+}
+
+/// A denial's `message` as kube-apiserver writes it: `&`, `<` and `>`
+/// escaped, then the authorizer's `reason` after a colon, if it gave one.
+fn with_reason(message: &str, reason: &str) -> String {
+    let message = message
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    if reason.is_empty() {
+        message
+    } else {
+        format!("{message}: {reason}")
     }
 }
 
@@ -214,5 +287,32 @@ mod tests {
         let listing = serde_json::to_value(attributes(Verb::List, None, None).review()).unwrap();
         let resource = &listing["spec"]["resourceAttributes"];
         assert!(resource.get("namespace").is_none() && resource.get("name").is_none());
+    }
+
+    /// `/metrics` is asked as kube-apiserver asks for a non-resource URL,
+    /// and refused in its words.
+    #[test]
+    fn a_path_is_asked_and_refused_as_kube_apiserver_does() {
+        let user = attributes(Verb::Get, None, None).user;
+        let access = PathAttributes::of(user, &http::Method::GET, "/metrics");
+        let review = serde_json::to_value(Access::review(&access)).unwrap();
+        assert_eq!(
+            review["spec"]["nonResourceAttributes"],
+            serde_json::json!({"path": "/metrics", "verb": "get"})
+        );
+        assert!(review["spec"].get("resourceAttributes").is_none());
+        let denied = Access::forbidden(&access, "");
+        assert_eq!(denied.code, 403);
+        assert_eq!(
+            denied.message,
+            r#"forbidden: User "alice" cannot get path "/metrics""#
+        );
+        assert_eq!(denied.details, Some(serde_json::json!({})));
+        let denied = Access::forbidden(&access, "no RBAC policy matched");
+        assert!(
+            denied
+                .message
+                .ends_with(r#""/metrics": no RBAC policy matched"#)
+        );
     }
 }

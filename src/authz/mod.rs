@@ -10,7 +10,7 @@ pub mod attributes;
 pub mod cache;
 
 use crate::status::ApiError;
-use attributes::Attributes;
+use attributes::Access;
 use cache::{CacheSettings, Decision, DecisionCache};
 use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use kube::api::{Api, PostParams};
@@ -40,11 +40,26 @@ impl Authorizer {
         &self,
         client: &kube::Client,
         scope: &str,
-        attributes: &Attributes,
+        attributes: &impl Access,
     ) -> Result<(), ApiError> {
-        match self.review(client, scope, attributes.review()).await? {
-            Decision::Allowed => Ok(()),
-            Decision::Denied(reason) => Err(attributes.forbidden(&reason)),
+        let started = Instant::now();
+        let decision = self.review(client, scope, attributes.review()).await;
+        let auth = &crate::metrics::metrics().auth;
+        let took = started.elapsed();
+        crate::timing::add(crate::timing::Phase::Authorization, took);
+        match decision {
+            Ok(Decision::Allowed) => {
+                auth.authorized("allowed", took);
+                Ok(())
+            }
+            Ok(Decision::Denied(reason)) => {
+                auth.authorized("denied", took);
+                Err(attributes.forbidden(&reason))
+            }
+            Err(error) => {
+                auth.authorized("error", took);
+                Err(error)
+            }
         }
     }
 
@@ -60,14 +75,21 @@ impl Authorizer {
             "{scope}\n{}",
             serde_json::to_string(&review.spec).unwrap_or_default()
         );
+        let metrics = &crate::metrics::metrics().auth;
         if let Some(cached) = self.cache.get(&key, Instant::now()) {
+            metrics.decision_cache(true);
             return Ok(cached);
         }
+        metrics.decision_cache(false);
         let asked = Instant::now();
         let answer = Api::<SubjectAccessReview>::all(client.clone())
             .create(&PostParams::default(), &review)
-            .await
-            .map_err(|error| ApiError::internal(error.to_string()))?;
+            .await;
+        metrics.access_review(match &answer {
+            Ok(_) => Some(201),
+            Err(error) => crate::metrics::auth::code_of(error),
+        });
+        let answer = answer.map_err(|error| ApiError::internal(error.to_string()))?;
         let status = answer.status.unwrap_or_default();
         let decision = if status.allowed {
             Decision::Allowed

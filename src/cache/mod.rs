@@ -78,6 +78,32 @@ impl CachedUpstream {
         self.resources.len()
     }
 
+    /// Starts reflecting `collections` (`/apis/<g>/<v>/<resource>`) now,
+    /// rather than at their first read: a replica warms its cache before it
+    /// says it is ready.
+    pub fn warm(&self, collections: impl IntoIterator<Item = String>) {
+        for collection in collections {
+            self.reflected(&collection);
+        }
+    }
+
+    /// `Ok` once every reflected resource has listed (or its list was
+    /// refused for good); else how many have not.
+    pub fn settled(&self) -> Result<(), String> {
+        let waiting = self
+            .resources
+            .iter()
+            .filter(|entry| !entry.value().settled())
+            .count();
+        match waiting {
+            0 => Ok(()),
+            n => Err(format!(
+                "{n} of {} resources not listed yet",
+                self.resources.len()
+            )),
+        }
+    }
+
     fn reflected(&self, collection: &str) -> Arc<Reflected> {
         // Read first: after its first request a resource is only looked up,
         // without a shard's write lock or a key copy on every request.

@@ -9,6 +9,7 @@
 use super::changes::{Change, Window};
 use super::store::{Applied, Store, Stored};
 use super::subscribers::Subscribers;
+use crate::metrics::cache::ResourceMetrics;
 use http::header::ACCEPT;
 use kube::core::WatchEvent;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -37,9 +38,14 @@ pub struct Reflected {
     /// Its last LIST failed (a resource the provider does not serve, or
     /// will not list to bindery): readers then do not wait for it.
     list_failed: AtomicBool,
+    /// Its last LIST was refused in a way waiting does not mend (the
+    /// provider does not serve the resource, or will not let bindery list
+    /// it): it does not hold bindery back from being ready.
+    list_refused: AtomicBool,
     /// Readers that waited too long for a version ask the reflector to
     /// watch the provider again; at most once per [`NUDGE_INTERVAL`].
     nudge: Nudge,
+    metrics: ResourceMetrics,
 }
 
 /// A reader's request that the reflector watch the provider again, with
@@ -80,12 +86,7 @@ impl Reflected {
         let guard = self.cached.read().unwrap_or_else(|p| p.into_inner());
         let cached = guard.as_ref()?;
         let value = f(&cached.store, &cached.window)?;
-        let queue = self
-            .subscribers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .subscribe(namespace);
-        Some((value, queue))
+        Some((value, self.subscribe(namespace)))
     }
 
     /// The store's version, and the changes up to it still waiting in
@@ -115,11 +116,16 @@ impl Reflected {
         let mut seen = self.version.subscribe();
         let wanted = version.max(1);
         let first = NUDGE_AFTER.min(patience);
+        let waiting = std::time::Instant::now();
+        let observe = |reached: bool| {
+            self.metrics.wait.observe(waiting.elapsed().as_secs_f64());
+            reached
+        };
         if tokio::time::timeout(first, seen.wait_for(|v| *v >= wanted))
             .await
             .is_ok_and(|r| r.is_ok())
         {
-            return true;
+            return observe(true);
         }
         if version > 0 {
             self.nudge(version);
@@ -128,6 +134,7 @@ impl Reflected {
             .await
             .is_ok_and(|r| r.is_ok());
         if !reached {
+            self.metrics.impatient.inc();
             tracing::info!(
                 at = self.at(),
                 wanted,
@@ -135,7 +142,34 @@ impl Reflected {
                 "a reader waited the watch cache's full patience; the provider answers it"
             );
         }
-        reached
+        observe(reached)
+    }
+
+    /// Whether it has listed, or its list was refused for good.
+    pub fn settled(&self) -> bool {
+        self.list_refused.load(Ordering::Relaxed)
+            || self
+                .cached
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_some()
+    }
+
+    /// Attaches a watcher's queue (see [`Reflected::attach`]).
+    fn subscribe(&self, namespace: Option<&str>) -> mpsc::Receiver<Arc<Change>> {
+        let mut subscribers = self.subscribers.lock().unwrap_or_else(|p| p.into_inner());
+        let queue = subscribers.subscribe(namespace);
+        self.metrics.watchers.set(subscribers.len() as i64);
+        queue
+    }
+
+    /// Hands `change` to the watchers, counting those dropped for being slow.
+    fn dispatch(&self, subscribers: &mut Subscribers, change: &Arc<Change>) {
+        let dropped = subscribers.dispatch(change);
+        if dropped > 0 {
+            self.metrics.terminated_watchers.inc_by(dropped);
+        }
+        self.metrics.watchers.set(subscribers.len() as i64);
     }
 
     /// A write through bindery answered with `version`: the watch should
@@ -222,13 +256,16 @@ impl Reflected {
                 let mut subscribers = self.subscribers.lock().unwrap_or_else(|p| p.into_inner());
                 for change in old.changes_to(&store) {
                     let change = Arc::new(change);
-                    subscribers.dispatch(&change);
+                    self.dispatch(&mut subscribers, &change);
                     window.push(change);
                 }
                 window.relisted(version);
                 Cached { store, window }
             }
         };
+        self.metrics.lists.inc();
+        self.metrics.objects.set(cached.store.len() as i64);
+        self.metrics.resource_version.set(version as i64);
         *guard = Some(cached);
         self.version.send_replace(version);
     }
@@ -238,16 +275,17 @@ impl Reflected {
         let Some(cached) = guard.as_mut() else {
             return Applied::Relist;
         };
+        self.metrics.events.inc();
         let (applied, change) = cached.store.apply(event);
         if let Some(change) = change {
             let change = Arc::new(change);
-            self.subscribers
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .dispatch(&change);
+            let mut subscribers = self.subscribers.lock().unwrap_or_else(|p| p.into_inner());
+            self.dispatch(&mut subscribers, &change);
             cached.window.push(change);
         }
+        self.metrics.objects.set(cached.store.len() as i64);
         if let Applied::Advanced(version) = applied {
+            self.metrics.resource_version.set(version as i64);
             self.version.send_replace(version);
         }
         applied
@@ -257,16 +295,26 @@ impl Reflected {
 /// Starts reflecting `collection` (`/apis/<g>/<v>/<resource>`, all
 /// namespaces) from the provider.
 pub fn start(client: kube::Client, collection: String) -> Arc<Reflected> {
-    let (version, _) = watch::channel(0);
-    let reflected = Arc::new(Reflected {
-        cached: RwLock::new(None),
-        subscribers: Mutex::new(Subscribers::default()),
-        version,
-        list_failed: AtomicBool::new(false),
-        nudge: Nudge::default(),
-    });
+    let metrics = crate::metrics::metrics()
+        .cache
+        .resource(crate::metrics::resource_label(&collection));
+    let reflected = Arc::new(Reflected::new(metrics));
     tokio::spawn(run(client, collection, reflected.clone()));
     reflected
+}
+
+impl Reflected {
+    fn new(metrics: ResourceMetrics) -> Self {
+        Self {
+            cached: RwLock::new(None),
+            subscribers: Mutex::new(Subscribers::default()),
+            version: watch::channel(0).0,
+            list_failed: AtomicBool::new(false),
+            list_refused: AtomicBool::new(false),
+            nudge: Nudge::default(),
+            metrics,
+        }
+    }
 }
 
 async fn run(client: kube::Client, collection: String, reflected: Arc<Reflected>) {
@@ -292,10 +340,13 @@ async fn list(client: &kube::Client, collection: &str, reflected: &Reflected) ->
             let version = store.resource_version();
             reflected.set(store);
             reflected.list_failed.store(false, Ordering::Relaxed);
+            reflected.list_refused.store(false, Ordering::Relaxed);
             Some(version)
         }
         Err(e) => {
             reflected.list_failed.store(true, Ordering::Relaxed);
+            let refused = matches!(&e, kube::Error::Api(s) if (403..=405).contains(&s.code));
+            reflected.list_refused.store(refused, Ordering::Relaxed);
             tracing::warn!(%collection, error = %e, "the watch cache cannot list");
             None
         }
@@ -325,6 +376,7 @@ async fn follow(client: &kube::Client, collection: &str, reflected: &Reflected, 
             return;
         };
         let started = std::time::Instant::now();
+        reflected.metrics.upstream_watches.inc();
         let stream = match client.request_events::<serde_json::Value>(request).await {
             Ok(stream) => stream,
             Err(e) => {
@@ -347,6 +399,7 @@ async fn follow(client: &kube::Client, collection: &str, reflected: &Reflected, 
                 }
             };
             let Ok(next) = next else {
+                reflected.metrics.silences.inc();
                 tracing::warn!(%collection, at = reflected.at(), silent_for = ?SILENCE,
                     "the provider's watch sent nothing, not even a bookmark; watching again");
                 break;
@@ -363,6 +416,7 @@ async fn follow(client: &kube::Client, collection: &str, reflected: &Reflected, 
                             if let Some((wanted, at)) = suspect
                                 && v >= wanted
                             {
+                                reflected.metrics.behind.inc();
                                 tracing::warn!(%collection, at, wanted, delivered = v,
                                     "the watch cache was behind a version bindery waited for; a new watch caught it up");
                                 suspect = None;
@@ -404,13 +458,7 @@ async fn follow(client: &kube::Client, collection: &str, reflected: &Reflected, 
 /// it.
 #[cfg(test)]
 pub fn listed(store: Store) -> Reflected {
-    let reflected = Reflected {
-        cached: RwLock::new(None),
-        subscribers: Mutex::new(Subscribers::default()),
-        version: watch::channel(0).0,
-        list_failed: AtomicBool::new(false),
-        nudge: Nudge::default(),
-    };
+    let reflected = Reflected::new(ResourceMetrics::detached());
     reflected.set(store);
     reflected
 }
@@ -420,13 +468,9 @@ mod tests {
     use super::*;
 
     fn unlisted(list_failed: bool) -> Reflected {
-        Reflected {
-            cached: RwLock::new(None),
-            subscribers: Mutex::new(Subscribers::default()),
-            version: watch::channel(0).0,
-            list_failed: AtomicBool::new(list_failed),
-            nudge: Nudge::default(),
-        }
+        let reflected = Reflected::new(ResourceMetrics::detached());
+        reflected.list_failed.store(list_failed, Ordering::Relaxed);
+        reflected
     }
 
     #[tokio::test(start_paused = true)]

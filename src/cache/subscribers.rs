@@ -35,8 +35,9 @@ impl Subscribers {
         rx
     }
 
-    /// Hands `change` to every watcher of its namespace and of all.
-    pub fn dispatch(&mut self, change: &Arc<Change>) {
+    /// Hands `change` to every watcher of its namespace and of all; how
+    /// many were dropped for being too slow.
+    pub fn dispatch(&mut self, change: &Arc<Change>) -> u64 {
         let namespace = &change.object.namespace;
         let mut dropped = 0;
         if let Some(watchers) = self.by_namespace.get_mut(namespace) {
@@ -53,6 +54,7 @@ impl Subscribers {
                 "watchers too slow for the watch cache were dropped"
             );
         }
+        dropped
     }
 
     /// How many watchers are attached.

@@ -268,6 +268,40 @@ impl Catalog {
         self.view_where(consumer, |g, r| g == group && r == resource)
     }
 
+    /// The provider collections the bound resources are served from, each
+    /// at its schema's storage version (`/apis/<group>/<version>/<resource>`):
+    /// the watch cache reflects them before bindery says it is ready.
+    pub fn served_collections(&self) -> std::collections::BTreeSet<String> {
+        let mut collections = std::collections::BTreeSet::new();
+        for export in self.exports.values().filter(|e| e.identity.is_some()) {
+            for (group, resource) in &export.resources {
+                let schema_name = if group.is_empty() {
+                    resource.clone()
+                } else {
+                    format!("{resource}.{group}")
+                };
+                let key = (export.namespace.clone(), schema_name);
+                let Some(schema) = self.schemas.get(&key) else {
+                    continue;
+                };
+                let versions = &schema.spec.versions;
+                let Some(version) = versions
+                    .iter()
+                    .find(|v| v.storage && v.served)
+                    .or_else(|| versions.iter().find(|v| v.served))
+                else {
+                    continue;
+                };
+                collections.insert(if group.is_empty() {
+                    format!("/api/{}/{resource}", version.name)
+                } else {
+                    format!("/apis/{group}/{}/{resource}", version.name)
+                });
+            }
+        }
+        collections
+    }
+
     /// The consumer's view of the resources `wanted` (group, plural) picks.
     fn view_where(
         &self,
@@ -598,6 +632,41 @@ mod tests {
                 .view(&ConsumerId::parse("c1").unwrap())
                 .resources
                 .is_empty()
+        );
+    }
+
+    #[test]
+    fn served_collections_are_the_bound_resources_at_their_storage_versions() {
+        let mut catalog = Catalog::new("kube-bind-");
+        assert!(catalog.served_collections().is_empty());
+        let mut gadgets = schema("kube-bind-c2", "gadgets");
+        let spec = Arc::make_mut(&mut gadgets.spec);
+        spec.versions[0].storage = false;
+        spec.versions.push(CustomResourceDefinitionVersion {
+            name: "v2".into(),
+            served: true,
+            storage: true,
+            ..Default::default()
+        });
+        catalog.set_schemas([
+            schema("kube-bind-c1", "widgets"),
+            schema("kube-bind-c2", "widgets"),
+            gadgets,
+        ]);
+        let mut c2 = export("kube-bind-c2", "g", "2026", Some(b"2"));
+        c2.resources.push(("example.com".into(), "gadgets".into()));
+        catalog.set_exports([
+            export("kube-bind-c1", "w", "2026", Some(b"1")),
+            c2,
+            export("kube-bind-c3", "w", "2026", Some(b"3")), // no schema
+            export("kube-bind-c4", "w", "2026", None),       // no identity
+        ]);
+        assert_eq!(
+            catalog.served_collections().into_iter().collect::<Vec<_>>(),
+            [
+                "/apis/example.com/v1/widgets",
+                "/apis/example.com/v2/gadgets"
+            ]
         );
     }
 

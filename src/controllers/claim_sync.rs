@@ -46,7 +46,7 @@ fn core_resource(plural: &str, kind: &str) -> ApiResource {
 
 /// Runs the controller until it is dropped.
 pub async fn run(context: Arc<Context>) {
-    runner::run(context, WHAT, in_consumer_namespace, reconcile).await;
+    runner::run(context, "claims", WHAT, in_consumer_namespace, reconcile).await;
 }
 
 /// A Secret in one of the export's consumer's provider namespaces.

@@ -15,6 +15,7 @@ use std::time::Duration;
 pub async fn run(context: Arc<Context>) {
     runner::run(
         context,
+        "export",
         "reconciling an export",
         |export: &APIServiceExport, record: &APIServiceNamespace| {
             export.namespace() == record.namespace()

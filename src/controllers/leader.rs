@@ -40,10 +40,13 @@ where
             }
         };
         let (mut leading, lease_task) = manager.watch().await;
+        let metrics = &crate::metrics::metrics().controllers;
         loop {
+            metrics.leading(&settings.name, false);
             if leading.wait_for(|held| *held).await.is_err() {
                 break;
             }
+            metrics.leading(&settings.name, true);
             tracing::info!(identity = %settings.identity, "leading: controllers start");
             let running = tokio::spawn(work());
             let _ = leading.wait_for(|held| !*held).await;

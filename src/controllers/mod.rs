@@ -18,6 +18,7 @@ pub mod deletion;
 pub mod export;
 pub mod export_status;
 pub mod identity;
+pub mod instrument;
 pub mod leader;
 pub mod naming;
 pub mod ownership;

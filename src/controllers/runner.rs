@@ -3,12 +3,13 @@
 //! of logging failures.
 
 use super::Context;
+use super::instrument::{self, Queue};
 use super::ownership::Ours;
 use futures::StreamExt;
 use futures::future::{Either, Ready, ready};
 use kube::Resource;
 use kube::api::Api;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
@@ -19,9 +20,11 @@ use std::time::Duration;
 
 /// Reconciles every `K` that is bindery's ([`Ours`]) with `reconcile` until
 /// the stream ends; the others are left alone. A change of a `T` reconciles
-/// the `K`s that `related` pairs it with. `what` names the work in logs.
+/// the `K`s that `related` pairs it with. `name` names the controller in
+/// metrics, `what` its work in logs.
 pub async fn run<K, T, F, Fut>(
     context: Arc<Context>,
+    name: &'static str,
     what: &'static str,
     related: fn(&K, &T) -> bool,
     reconcile: F,
@@ -32,23 +35,27 @@ pub async fn run<K, T, F, Fut>(
     Fut: Future<Output = kube::Result<Action>> + Send + 'static,
 {
     let client = context.client.clone();
-    let controller = Controller::new(Api::<K>::all(client.clone()), watcher::Config::default());
+    let queue = Queue::new(name);
+    let controller = instrument::controller(Api::<K>::all(client.clone()), &queue);
     let store = controller.store();
+    let related_queue = queue.clone();
     controller
         .watches(
             Api::<T>::all(client),
             watcher::Config::default(),
             move |trigger| {
-                store
+                let objects: Vec<ObjectRef<K>> = store
                     .state()
                     .into_iter()
                     .filter(|object| related(object, &trigger))
                     .map(|object| ObjectRef::from_obj(&*object))
-                    .collect::<Vec<_>>()
+                    .collect();
+                objects.iter().for_each(|o| related_queue.triggered(o));
+                objects
             },
         )
         .run(
-            only_ours(reconcile),
+            instrument::observed(name, queue, only_ours(reconcile)),
             move |_, error, _| retry(what, error),
             context,
         )

@@ -93,6 +93,7 @@ pub fn decide(
 pub async fn run(context: Arc<Context>) {
     runner::run(
         context,
+        "schema",
         "following a CRD",
         |schema: &BoundSchema, crd: &CustomResourceDefinition| schema.name_any() == crd.name_any(),
         reconcile,

@@ -5,7 +5,7 @@
 //!   paths, whose consumer the TLS server name or the front-proxy
 //!   certificate tells): the [`Authenticator`]s of app-cluster callers; the
 //!   caller becomes a [`User`].
-//! - The virtual workspace and `/bind`: the provider's users
+//! - The virtual workspace, `/metrics` and `/bind`: the provider's users
 //!   ([`ProviderUsers`]); the caller becomes a [`ProviderUser`]. The
 //!   browser's pages of an interactive bind are authenticated by the
 //!   session id in their URL ([`BindRoute::credential`]).
@@ -60,6 +60,27 @@ impl Authentication {
     /// it is refused. Reads the request's head only.
     pub async fn authenticate<B>(&self, request: &mut Request<B>) -> Result<(), Refusal> {
         let needs = self.needs(request);
+        if let Needs::Nobody = needs {
+            return Ok(());
+        }
+        if let Needs::Consumer(Some(consumer)) = &needs {
+            crate::timing::set_consumer(consumer.as_str());
+        }
+        let started = Instant::now();
+        let result = self.authenticate_for(needs, request).await;
+        let took = started.elapsed();
+        crate::timing::add(crate::timing::Phase::Authentication, took);
+        let outcome = if result.is_ok() { "success" } else { "failure" };
+        crate::metrics::metrics().auth.authenticated(outcome, took);
+        result
+    }
+
+    /// [`Authentication::authenticate`], for an endpoint that `needs` a caller.
+    async fn authenticate_for<B>(
+        &self,
+        needs: Needs,
+        request: &mut Request<B>,
+    ) -> Result<(), Refusal> {
         let (peer, headers) = (
             request.extensions().get::<PeerCertificate>(),
             request.headers(),
@@ -98,7 +119,7 @@ impl Authentication {
                     .and_then(|name| consumer_of_server_name(&name.0));
                 Needs::Consumer(named.or_else(|| self.consumer_by_certificate(request, &path)))
             }
-            Endpoint::Workspace { .. } => Needs::Provider,
+            Endpoint::Workspace { .. } | Endpoint::Metrics => Needs::Provider,
             Endpoint::Bind(segments) => {
                 let route = BindRoute::of(&method, segments);
                 let needs = match route.credential() {

@@ -10,6 +10,8 @@
 //!   authenticated.
 //! - The virtual workspace: the provider is asked for the verb on the
 //!   export's `content` ([`Target`]), which is kept for the handler.
+//! - `/metrics`: the provider is asked for `get` on the path, as
+//!   kube-apiserver protects its own.
 //! - `/bind`: any provider user may ask; each template is checked by the
 //!   handler with the same Authorizer (offers are filtered by it, so it is
 //!   no yes-or-no for the request).
@@ -18,7 +20,7 @@ use super::gate::{Check, GateLayer};
 use crate::app::App;
 use crate::auth::{ProviderUser, RequestUser, User};
 use crate::authz::PROVIDER;
-use crate::authz::attributes::Attributes;
+use crate::authz::attributes::{Attributes, PathAttributes};
 use crate::proxy::error;
 use crate::route::{ApiPath, ConsumerId, Endpoint, Verb};
 use crate::status::ApiError;
@@ -71,7 +73,7 @@ pub fn question<B>(request: &Request<B>, target: Option<&Target>) -> Option<Ques
                 attributes,
             })
         }
-        Endpoint::Bind(_) | Endpoint::Health | Endpoint::Unknown => None,
+        Endpoint::Bind(_) | Endpoint::Health | Endpoint::Metrics | Endpoint::Unknown => None,
     }
 }
 
@@ -87,6 +89,18 @@ fn provider_user<B>(request: &Request<B>) -> RequestUser {
 /// extensions; else kube-apiserver's 403 (or 500 when the authority cannot
 /// be asked).
 pub async fn authorize<B>(app: &App, request: &mut Request<B>) -> Result<(), ApiError> {
+    if let Some(Endpoint::Metrics) = request.extensions().get::<Endpoint>() {
+        // As kube-apiserver protects its own: `get` on the path, asked of
+        // the provider, whose users read bindery's metrics.
+        let Some(ProviderUser(user)) = request.extensions().get::<ProviderUser>() else {
+            return Err(ApiError::unauthorized());
+        };
+        let access = PathAttributes::of(user.clone(), request.method(), request.uri().path());
+        return app
+            .authorizer
+            .authorize(app.provider(), PROVIDER, &access)
+            .await;
+    }
     let target = match request.extensions().get::<Endpoint>() {
         Some(Endpoint::Workspace {
             export, consumer, ..

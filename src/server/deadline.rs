@@ -51,7 +51,7 @@ fn refusal<B>(request: &mut Request<B>) -> Option<Response<BoxBody>> {
 pub fn reads_timeout(endpoint: &Endpoint, method: &http::Method, raw_query: Option<&str>) -> bool {
     let path = match endpoint {
         Endpoint::Bind(_) => return false,
-        Endpoint::Health | Endpoint::Unknown => return true,
+        Endpoint::Health | Endpoint::Metrics | Endpoint::Unknown => return true,
         Endpoint::Consumer { path, .. }
         | Endpoint::Aggregated { path }
         | Endpoint::Workspace { path, .. } => path,

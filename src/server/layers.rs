@@ -1,15 +1,14 @@
-//! The outer tower layers every request passes, outermost first: the
-//! response headers every answer carries (request id, caching) and a log
-//! line. Authentication ([`super::authn`]) and authorization
-//! ([`super::authz`]) follow; each is a small `Layer` so the stack reads like
-//! the request flow in docs/DESIGN.md.
+//! The outermost tower layer every request passes: the response headers
+//! every answer carries (request id, caching). Observing
+//! ([`super::observe`]), the deadline ([`super::deadline`]), authentication
+//! ([`super::authn`]) and authorization ([`super::authz`]) follow; each is a
+//! small `Layer` so the stack reads like the request flow in docs/DESIGN.md.
 
 use crate::route::{Endpoint, endpoint_of};
 use crate::upstream::BoxBody;
 use futures::future::BoxFuture;
 use http::{HeaderValue, Request, Response};
 use std::task::{Context, Poll};
-use std::time::Instant;
 use tower::{Layer, Service};
 
 /// The header carrying the request id, as kube-apiserver's `Audit-Id`.
@@ -217,53 +216,5 @@ mod tests {
             long.as_str(),
             "the handler sees it too"
         );
-    }
-}
-
-/// Logs one line per request with `tracing`: method, path, status, latency.
-#[derive(Clone, Default)]
-pub struct LogLayer;
-
-impl<S> Layer<S> for LogLayer {
-    type Service = Log<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        Log { inner }
-    }
-}
-
-#[derive(Clone)]
-pub struct Log<S> {
-    inner: S,
-}
-
-impl<S, B> Service<Request<B>> for Log<S>
-where
-    S: Service<Request<B>, Response = Response<BoxBody>> + Send,
-    S::Future: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request<B>) -> Self::Future {
-        let method = request.method().clone();
-        let path = request.uri().path().to_string();
-        let id = request
-            .headers()
-            .get(REQUEST_ID)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_string();
-        let start = Instant::now();
-        let future = self.inner.call(request);
-        Box::pin(async move {
-            let response = future.await?;
-            tracing::debug!(%method, %path, status = response.status().as_u16(), elapsed_ms = start.elapsed().as_millis() as u64, request_id = %id, "request");
-            Ok(response)
-        })
     }
 }

@@ -1,6 +1,6 @@
 //! bindery's listener: TLS only (rustls), HTTP/2 or HTTP/1.1 as ALPN chose,
 //! the tower stack around the [`crate::router::Router`] (response headers
-//! and a log line ([`layers`]), the `timeout` parameter ([`deadline`]),
+//! ([`layers`]), metrics, phase timing and a log line ([`observe`]), the `timeout` parameter ([`deadline`]),
 //! authentication ([`authn`]), authorization ([`authz`])), an HTTP/1.1
 //! body nothing read kept being read ([`unread`]), and graceful shutdown (stop accepting, end watches, let
 //! requests in flight finish).
@@ -11,6 +11,7 @@ pub mod deadline;
 pub mod gate;
 pub mod idle;
 pub mod layers;
+pub mod observe;
 pub mod tls;
 pub mod unread;
 
@@ -53,7 +54,7 @@ pub async fn run(
     // Outermost first, as a request passes them; no layer reads the body.
     let stack = ServiceBuilder::new()
         .layer(layers::ResponseHeadersLayer)
-        .layer(layers::LogLayer)
+        .layer(observe::ObserveLayer)
         .layer(deadline::layer())
         .layer(authn::AuthnLayer::new(Arc::new(authentication)))
         .layer(authz::AuthzLayer::new(authz::Authorization(app.clone())))

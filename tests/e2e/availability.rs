@@ -109,6 +109,11 @@ pub(crate) fn bindery_reaching(server: &str) -> ServingOnly {
     serving_only(&kubeconfig_reaching(server), &[])
 }
 
+/// [`bindery_reaching`], with `args` after `serve`'s own.
+pub(crate) fn bindery_reaching_with(server: &str, args: &[&str]) -> ServingOnly {
+    serving_only(&kubeconfig_reaching(server), args)
+}
+
 /// [`bindery_reaching`], logging what bindery logs by default to `log`.
 pub(crate) fn bindery_reaching_logged(server: &str, log: &std::path::Path) -> ServingOnly {
     crate::bindery::serving_only_logged(&kubeconfig_reaching(server), log)

@@ -239,6 +239,22 @@ pub struct ServingOnly {
     pub url: String,
 }
 
+impl ServingOnly {
+    /// Asks it to stop, as Kubernetes stops a pod: SIGTERM.
+    pub fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "SIGTERM to bindery: {status}");
+    }
+
+    /// Whether it has exited.
+    pub fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+}
+
 impl Drop for ServingOnly {
     fn drop(&mut self) {
         let _ = self.child.kill();

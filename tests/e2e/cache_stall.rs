@@ -34,6 +34,9 @@ struct Seen {
     silence: AtomicU64,
     /// Raised to cut every answer being sent.
     cut: tokio::sync::watch::Sender<u64>,
+    /// While true, bindery's own LISTs of [`COLLECTION`] (the cache's
+    /// first list) wait.
+    hold_lists: tokio::sync::watch::Sender<bool>,
 }
 
 /// An HTTP proxy in front of the provider, authenticating as the
@@ -45,7 +48,7 @@ pub(crate) struct SilencingProxy {
 }
 
 impl SilencingProxy {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Self::start_to(clusters().provider.server.clone())
     }
 
@@ -59,6 +62,7 @@ impl SilencingProxy {
             consumer_lists: AtomicU64::new(0),
             silence: AtomicU64::new(0),
             cut: tokio::sync::watch::channel(0).0,
+            hold_lists: tokio::sync::watch::channel(false).0,
         });
         let shared = seen.clone();
         std::thread::spawn(move || {
@@ -102,6 +106,12 @@ impl SilencingProxy {
         self.seen.silence.fetch_add(1, Ordering::SeqCst);
     }
 
+    /// While `hold` is true, bindery's own LISTs of the postgresql
+    /// collection (its watch cache's first list) get no answer.
+    pub(crate) fn hold_lists(&self, hold: bool) {
+        self.seen.hold_lists.send_replace(hold);
+    }
+
     /// Every answer being sent now (watches above all) breaks off, and its
     /// connection with it.
     pub(crate) fn cut_open_answers(&self) {
@@ -139,6 +149,10 @@ async fn forward(
     }
     if collection && !watch && impersonated && parts.method == http::Method::GET {
         seen.consumer_lists.fetch_add(1, Ordering::SeqCst);
+    }
+    if path == COLLECTION && !watch && !impersonated && parts.method == http::Method::GET {
+        let mut hold = seen.hold_lists.subscribe();
+        let _ = hold.wait_for(|held| !*held).await;
     }
     let mut upstream = http::Request::builder()
         .method(parts.method.clone())
@@ -311,6 +325,24 @@ fn a_watch_that_goes_silent_is_replaced_within_seconds() {
         proxy.seen.consumer_lists.load(Ordering::SeqCst),
         lists,
         "the list after the new watch is answered from the cache, not the provider"
+    );
+    // The lag is a figure an operator reads: the new watch brought a version
+    // readers waited for, and reads waited for it (from a cache that keeps
+    // up, a read waits milliseconds).
+    let metrics = crate::operations::scrape(url);
+    let resource = [("resource", "postgresqlinstances.db.example.com")];
+    let behind = crate::operations::total(&metrics, "bindery_watch_cache_behind_total", &resource);
+    assert!(behind >= 1.0, "bindery_watch_cache_behind_total: {behind}");
+    let waited: f64 = metrics["bindery_watch_cache_read_wait_seconds"]["samples"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| s["labels"]["resource"] == resource[0].1)
+        .map(|s| s["sum"].as_f64().unwrap_or(0.0))
+        .sum();
+    assert!(
+        waited >= 0.3,
+        "reads waited {waited} s in all for the stalled cache"
     );
     for name in ["before", "during", "after"] {
         call(

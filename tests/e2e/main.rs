@@ -27,6 +27,7 @@ mod kube_bind_crds;
 mod leader;
 mod lifecycle;
 mod migrate;
+mod operations;
 mod owners;
 mod recording_server;
 mod serving;

@@ -11,7 +11,7 @@ pub mod flow;
 use super::app_clusters::{self, Access, BindingChanged};
 use super::conditions::find;
 use super::deletion::{self, DeletionPolicy};
-use super::{Context, runner};
+use super::{Context, instrument, runner};
 use crate::api::Condition;
 use crate::api::{APIServiceBinding, APIServiceExport, BoundSchema};
 use flow::{Binding, BoundSchemaSeen, Crd, Observed, Resource};
@@ -22,7 +22,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use serde_json::json;
@@ -37,34 +37,36 @@ pub async fn run(context: Arc<Context>) {
     let client = context.client.clone();
     let (changes, mut changed) = mpsc::unbounded_channel::<BindingChanged>();
     let bindings = app_clusters::watch_bindings(client.clone(), changes);
+    let queue = instrument::Queue::new("export-status");
     let binding_triggers = futures::stream::poll_fn(move |cx| changed.poll_recv(cx))
         .map(|c| ObjectRef::<APIServiceExport>::new(&c.binding).within(&c.cluster_namespace));
+    let binding_triggers = instrument::counted(binding_triggers, queue.clone());
 
-    let controller = Controller::new(
-        Api::<APIServiceExport>::all(client.clone()),
-        watcher::Config::default(),
-    );
+    let controller = instrument::controller(Api::<APIServiceExport>::all(client.clone()), &queue);
+    let (schema_queue, crd_queue, secret_queue) = (queue.clone(), queue.clone(), queue.clone());
     let by_crd = controller.store();
     let by_secret = controller.store();
     let controller = controller
         .watches(
             Api::<BoundSchema>::all(client.clone()),
             watcher::Config::default(),
-            |schema| {
+            move |schema| {
                 let namespace = schema.namespace().unwrap_or_default();
-                schema
+                let exports: Vec<ObjectRef<APIServiceExport>> = schema
                     .owner_references()
                     .iter()
                     .filter(|o| o.kind == "APIServiceExport")
                     .map(|o| ObjectRef::new(&o.name).within(&namespace))
-                    .collect::<Vec<_>>()
+                    .collect();
+                exports.iter().for_each(|e| schema_queue.triggered(e));
+                exports
             },
         )
         .watches(
             Api::<CustomResourceDefinition>::all(client.clone()),
             watcher::Config::default(),
             move |crd| {
-                exports_where(&by_crd, |export| {
+                exports_where(&by_crd, &crd_queue, |export| {
                     export
                         .spec
                         .resources
@@ -78,14 +80,14 @@ pub async fn run(context: Arc<Context>) {
             watcher::Config::default()
                 .fields(&format!("metadata.name={}", app_clusters::SECRET_NAME)),
             move |secret| {
-                exports_where(&by_secret, |export| {
+                exports_where(&by_secret, &secret_queue, |export| {
                     export.namespace() == secret.namespace()
                 })
             },
         )
         .reconcile_on(binding_triggers)
         .run(
-            runner::only_ours(reconcile),
+            instrument::observed("export-status", queue, runner::only_ours(reconcile)),
             |_, error, _| runner::retry(WHAT, error),
             context,
         )
@@ -102,13 +104,18 @@ pub async fn run(context: Arc<Context>) {
 
 fn exports_where(
     store: &Store<APIServiceExport>,
+    queue: &instrument::Queue,
     matches: impl Fn(&APIServiceExport) -> bool,
 ) -> Vec<ObjectRef<APIServiceExport>> {
     store
         .state()
         .into_iter()
         .filter(|export| matches(export))
-        .map(|export| ObjectRef::from_obj(&*export))
+        .map(|export| {
+            let object = ObjectRef::from_obj(&*export);
+            queue.triggered(&object);
+            object
+        })
         .collect()
 }
 

@@ -15,7 +15,7 @@ mod plan_tests;
 use super::conditions::{condition, set_condition};
 use super::deletion::{DeletionPolicy, POLICY_ANNOTATION};
 use super::ownership::MANAGED_LABEL;
-use super::{Context, identity, naming, rbac, runner};
+use super::{Context, identity, instrument, naming, rbac, runner};
 use crate::api::keys::{AUTHOR_ANNOTATION, IDENTITY_ANNOTATION};
 use crate::api::{
     APIServiceExport, APIServiceExportRequest, APIServiceExportTemplate, BoundSchema,
@@ -25,8 +25,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use plan::{ExportPlan, Refusal, TemplateLookup};
 use serde_json::json;
@@ -39,8 +38,13 @@ pub const EXPORTS_READY: &str = "ExportsReady";
 /// Runs the controller until the stream ends.
 pub async fn run(context: Arc<Context>) {
     let requests: Api<APIServiceExportRequest> = Api::all(context.client.clone());
-    Controller::new(requests, watcher::Config::default())
-        .run(runner::only_ours(reconcile), error_policy, context)
+    let queue = instrument::Queue::new("request");
+    instrument::controller(requests, &queue)
+        .run(
+            instrument::observed("request", queue.clone(), runner::only_ours(reconcile)),
+            error_policy,
+            context,
+        )
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "request reconcile");

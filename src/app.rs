@@ -21,6 +21,9 @@ pub struct App {
     pub bind: crate::bind::server::BindService,
     /// How long a request body may take to arrive ([`crate::request_body`]).
     pub body_timeout: Duration,
+    /// `--external-url`, when given: where exports' virtual workspaces are
+    /// published (the kcp endpoint slices name it too).
+    pub external_url: Option<String>,
 }
 
 impl App {

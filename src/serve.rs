@@ -120,6 +120,10 @@ pub async fn run(options: Options) -> Result<()> {
             authorizer,
         },
         body_timeout: options.request_body_timeout,
+        external_url: options
+            .controllers
+            .as_ref()
+            .and_then(|c| c.external_url.clone()),
     });
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await

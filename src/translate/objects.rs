@@ -371,7 +371,8 @@ mod tests {
 
     #[test]
     fn the_kcp_cluster_is_dropped_on_the_way_down_and_set_by_bindery_in_the_workspace() {
-        let w = widgets();
+        let mut w = widgets();
+        w.namespaces.insert("default", "kube-bind-c1-default");
         let mut object = json!({"metadata": {"name": "a", "namespace": "",
             "annotations": {"kcp.io/cluster": "someone-else", "keep": "me"}}});
         object_down(&w, &mut object, true).unwrap();
@@ -381,7 +382,7 @@ mod tests {
             "a caller's kcp cluster is never stored"
         );
         let stored = |annotation: &str| {
-            let mut object = json!({"metadata": {"name": "a", "namespace": "kube-bind-c1",
+            let mut object = json!({"metadata": {"name": "a", "namespace": "kube-bind-c1-default",
                 "annotations": {"kcp.io/cluster": annotation}}});
             stamp_labels(&w, object["metadata"].as_object_mut().unwrap());
             object
@@ -394,7 +395,7 @@ mod tests {
         );
         let in_workspace = BoundResource {
             in_workspace: true,
-            ..widgets()
+            ..w.clone()
         };
         let mut read = stored("forged");
         assert_eq!(

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 #[allow(dead_code)] // the e2e tests build Go programs; they run no oracle
 #[path = "../oracles/runner.rs"]
-mod go_runner;
+pub(crate) mod go_runner;
 
 const GROUP: &str = "soak.bindery.test";
 const RESOURCE: &str = "tides";

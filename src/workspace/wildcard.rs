@@ -121,6 +121,7 @@ fn ending_when_a_consumer_leaves(
                 }
                 _ = tick.tick() => {
                     if view.someone_left() {
+                        tracing::info!(export = %view.export, "a consumer left: the wildcard watch ends with 410");
                         let gone = serde_json::json!({"type": "ERROR", "object": {
                             "kind": "Status", "apiVersion": "v1", "metadata": {},
                             "status": "Failure", "reason": "Expired", "code": 410,

@@ -8,6 +8,13 @@
 //! postgresql template claims such Secrets. It then sets `status.phase:
 //! Ready` through that consumer's path of the workspace.
 //!
+//! Two consumers may each have an instance of the same namespace and name:
+//! at `clusters/*` they are two objects, told apart only by their consumer
+//! (`bindery.dev/consumer`, or kcp's `kcp.io/cluster`, which bindery sets
+//! alike). A store keyed by namespace/name, as kube-rs' reflector keys
+//! (`ObjectRef`), would keep one of them: the controller keeps its own
+//! [`ClusterIndex`], keyed by (consumer, namespace, name).
+//!
 //! ```text
 //! cargo run --example postgresql_controller -- \
 //!   --workspace https://<bindery>/services/export/postgresql/clusters/* \
@@ -72,14 +79,20 @@ async fn main() -> Result<()> {
     );
     futures::pin_mut!(events);
     println!("watching {}", args.workspace);
+    let mut index = ClusterIndex::default();
     while let Some(event) = events.next().await {
-        let instance = match event {
-            Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => object,
-            Ok(_) => continue,
+        let event = match event {
+            Ok(event) => event,
             Err(error) => {
                 eprintln!("watch: {error}");
                 continue;
             }
+        };
+        let Some(key) = index.apply(&event) else {
+            continue;
+        };
+        let Some(instance) = index.get(&key).cloned() else {
+            continue;
         };
         if let Err(error) = reconcile(&args, &provider, &instance).await {
             eprintln!(
@@ -89,6 +102,76 @@ async fn main() -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// An object's key across consumers: its consumer, namespace and name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct ClusterKey {
+    consumer: String,
+    namespace: String,
+    name: String,
+}
+
+/// The consumer annotations bindery sets on every object of the workspace.
+const CLUSTER_ANNOTATIONS: [&str; 2] = ["kcp.io/cluster", CONSUMER_ANNOTATION];
+
+impl ClusterKey {
+    /// The key of an object from `clusters/*`; `None` without a consumer.
+    fn of(object: &DynamicObject) -> Option<Self> {
+        let annotations = object.metadata.annotations.as_ref()?;
+        let consumer = CLUSTER_ANNOTATIONS
+            .iter()
+            .find_map(|a| annotations.get(*a))?;
+        Some(Self {
+            consumer: consumer.clone(),
+            namespace: object.metadata.namespace.clone().unwrap_or_default(),
+            name: object.metadata.name.clone()?,
+        })
+    }
+}
+
+/// The watch's objects by [`ClusterKey`]: a cluster-aware store, so two
+/// consumers' objects of the same namespace and name are both kept.
+#[derive(Default)]
+struct ClusterIndex {
+    objects: BTreeMap<ClusterKey, DynamicObject>,
+    /// A relist's objects, until it is done.
+    listing: BTreeMap<ClusterKey, DynamicObject>,
+}
+
+impl ClusterIndex {
+    /// Applies one watcher event; the key of the object to reconcile.
+    fn apply(&mut self, event: &watcher::Event<DynamicObject>) -> Option<ClusterKey> {
+        match event {
+            watcher::Event::Init => {
+                self.listing.clear();
+                None
+            }
+            watcher::Event::InitApply(object) => {
+                let key = ClusterKey::of(object)?;
+                self.listing.insert(key.clone(), object.clone());
+                self.objects.insert(key.clone(), object.clone());
+                Some(key)
+            }
+            watcher::Event::InitDone => {
+                self.objects = std::mem::take(&mut self.listing);
+                None
+            }
+            watcher::Event::Apply(object) => {
+                let key = ClusterKey::of(object)?;
+                self.objects.insert(key.clone(), object.clone());
+                Some(key)
+            }
+            watcher::Event::Delete(object) => {
+                self.objects.remove(&ClusterKey::of(object)?);
+                None
+            }
+        }
+    }
+
+    fn get(&self, key: &ClusterKey) -> Option<&DynamicObject> {
+        self.objects.get(key)
+    }
 }
 
 /// A client for the workspace at `url`.
@@ -161,4 +244,54 @@ async fn reconcile(args: &Args, provider: &kube::Client, instance: &DynamicObjec
         .context("writing the status")?;
     println!("{consumer}/{namespace}/{name} is Ready");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn instance(consumer: &str, uid: &str) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "db.example.com/v1", "kind": "PostgreSQLInstance",
+            "metadata": {"name": "db", "namespace": "default", "uid": uid,
+                "annotations": {"kcp.io/cluster": consumer, CONSUMER_ANNOTATION: consumer}},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn two_consumers_objects_of_one_namespace_and_name_are_both_kept() {
+        let mut index = ClusterIndex::default();
+        let (one, two) = (instance("c1", "u1"), instance("c2", "u2"));
+        let first = index.apply(&watcher::Event::Apply(one.clone())).unwrap();
+        let second = index.apply(&watcher::Event::Apply(two.clone())).unwrap();
+        assert_ne!(first, second);
+        assert_eq!(
+            index.get(&first).unwrap().metadata.uid.as_deref(),
+            Some("u1")
+        );
+        assert_eq!(
+            index.get(&second).unwrap().metadata.uid.as_deref(),
+            Some("u2")
+        );
+        index.apply(&watcher::Event::Delete(one));
+        assert!(index.get(&first).is_none());
+        assert_eq!(
+            index.get(&second).unwrap().metadata.uid.as_deref(),
+            Some("u2")
+        );
+        // A relist keeps exactly what it listed.
+        index.apply(&watcher::Event::Init);
+        index.apply(&watcher::Event::InitApply(instance("c1", "u3")));
+        index.apply(&watcher::Event::InitDone);
+        assert_eq!(
+            index.get(&first).unwrap().metadata.uid.as_deref(),
+            Some("u3")
+        );
+        assert!(index.get(&second).is_none(), "c2 left with the relist");
+        // An object without a consumer has no key.
+        let mut bare = instance("c1", "u4");
+        bare.metadata.annotations = None;
+        assert_eq!(index.apply(&watcher::Event::Apply(bare)), None);
+    }
 }

@@ -23,6 +23,9 @@ pub struct App {
     pub body_timeout: Duration,
     /// What `/livez`, `/readyz` and `/healthz` check.
     pub health: Arc<crate::health::Health>,
+    /// `--external-url`, when given: where exports' virtual workspaces are
+    /// published (the kcp endpoint slices name it too).
+    pub external_url: Option<String>,
 }
 
 impl App {

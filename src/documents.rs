@@ -10,6 +10,7 @@ use crate::status::ApiError;
 use crate::upstream::BoxBody;
 use http::header::{ACCEPT, CACHE_CONTROL, ETAG, IF_NONE_MATCH, VARY};
 use http::{HeaderMap, HeaderValue, Response};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionSpec;
 
 /// A discovery or OpenAPI document, ready to be answered.
 pub enum Rendered {
@@ -48,7 +49,15 @@ pub fn document(
     headers: &HeaderMap,
 ) -> Option<Option<Rendered>> {
     // Copied only for a document path: every request asks here first.
-    let specs = || view.specs();
+    document_of(|| view.specs(), path, headers)
+}
+
+/// [`document`] for the specs `specs` makes.
+pub fn document_of(
+    specs: impl Fn() -> Vec<CustomResourceDefinitionSpec>,
+    path: &ApiPath,
+    headers: &HeaderMap,
+) -> Option<Option<Rendered>> {
     let accept = headers.get(ACCEPT).and_then(|v| v.to_str().ok());
     let format = discovery::negotiate::negotiate(accept);
     let aggregated = |value| Rendered::Tagged {

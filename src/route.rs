@@ -49,10 +49,14 @@ pub enum Endpoint {
     /// `/services/export/<export>/clusters/<consumer or *>/...`: the virtual
     /// workspace of an export for the provider's controllers
     /// (`crate::workspace`). `consumer` is `None` for `*`, every consumer.
+    /// `root`: `/services/export/<export>/...` without `clusters/`, the
+    /// export's own root (its kcp APIExportEndpointSlice, `crate::workspace::kcp`),
+    /// authorized as a request for every consumer (`consumer` is `None`).
     Workspace {
         export: String,
         consumer: Option<ConsumerId>,
         path: ApiPath,
+        root: bool,
     },
     /// `/healthz`, `/livez`, `/readyz` of bindery itself.
     Health,
@@ -236,6 +240,17 @@ pub fn parse(path: &str) -> Endpoint {
                 export: export.to_string(),
                 consumer,
                 path: parse_api(rest),
+                root: false,
+            }
+        }
+        ["services", "export", export, rest @ ..]
+            if is_export_key(export) && rest.first() != Some(&"clusters") =>
+        {
+            Endpoint::Workspace {
+                export: export.to_string(),
+                consumer: None,
+                path: parse_api(rest),
+                root: true,
             }
         }
         ["api" | "apis" | "openapi" | "version", ..] => Endpoint::Aggregated {
@@ -581,6 +596,7 @@ mod tests {
                 export,
                 consumer: None,
                 path: ApiPath::Resource(r),
+                root: false,
             } => {
                 assert_eq!(export, "postgresql");
                 assert_eq!(
@@ -602,12 +618,21 @@ mod tests {
             "/services/export/Postgres/clusters/*/apis",
             "/services/export/postgresql/clusters/C1/apis",
             "/services/export/postgresql/clusters/**/apis",
-            "/services/export/postgresql/apis",
             "/services/other/postgresql/clusters/*/apis",
             "/services/export/a..b/clusters/*/apis",
         ] {
             assert_eq!(parse(unknown), Endpoint::Unknown, "{unknown}");
         }
+        // The export's own root, where its kcp endpoint slice is served.
+        assert_eq!(
+            parse("/services/export/postgresql/apis"),
+            Endpoint::Workspace {
+                export: "postgresql".into(),
+                consumer: None,
+                path: ApiPath::GroupList,
+                root: true,
+            }
+        );
     }
 
     #[test]

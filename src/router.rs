@@ -76,7 +76,12 @@ where
                 Err(refused) => error(&refused),
             };
         }
-        Endpoint::Workspace { consumer, path, .. } => {
+        Endpoint::Workspace {
+            consumer,
+            path,
+            root,
+            ..
+        } => {
             // Resolved and authorized by the authorization layer.
             let Some(target) = parts.extensions.remove::<Target>() else {
                 return error(&ApiError::unauthorized());
@@ -85,7 +90,8 @@ where
             let resource = matches!(path, ApiPath::Resource(_));
             let response = match read(body, limit).await {
                 Ok(body) => {
-                    crate::workspace::serve(&app, &target, consumer, path, parts, body).await
+                    let at = crate::workspace::At::of(consumer, root);
+                    crate::workspace::serve(&app, &target, at, path, parts, body).await
                 }
                 Err(refused) => error(&refused),
             };

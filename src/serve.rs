@@ -130,6 +130,10 @@ pub async fn run(options: Options) -> Result<()> {
         },
         body_timeout: options.request_body_timeout,
         health: health.clone(),
+        external_url: options
+            .controllers
+            .as_ref()
+            .and_then(|c| c.external_url.clone()),
     });
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await

@@ -75,9 +75,13 @@ impl ConsumerView {
     /// The served schemas, for discovery and OpenAPI.
     /// This view narrowed to the resources bound through export `key` (its
     /// name or identity hash).
+    /// Its objects are marked with their consumer in the kcp dialect.
     pub fn through_export(mut self, key: &str) -> Self {
         self.resources
             .retain(|r| r.bound.export == key || r.bound.identity.as_str() == key);
+        for resource in &mut self.resources {
+            resource.bound.in_workspace = true;
+        }
         self
     }
 
@@ -364,6 +368,7 @@ impl Catalog {
                         has_scale: has(|s| s.scale.is_some()),
                         namespaces: map.clone(),
                         provider_kinds: provider_kinds.clone(),
+                        in_workspace: false,
                     },
                     spec: schema.spec.clone(),
                 });

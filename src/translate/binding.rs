@@ -37,6 +37,9 @@ pub struct BoundResource {
     /// Every kind the consumer has bound: an ownerReference to one of them
     /// names an object on the provider.
     pub provider_kinds: ProviderKinds,
+    /// Served in the export's virtual workspace: every object shown carries
+    /// the `kcp.io/cluster` annotation naming its consumer (`translate::kcp`).
+    pub in_workspace: bool,
 }
 
 impl BoundResource {
@@ -58,10 +61,12 @@ impl BoundResource {
             has_scale,
             namespaces,
             provider_kinds,
+            in_workspace,
         } = self;
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         (consumer, group, resource, kind, namespaced, isolation).hash(&mut hasher);
         (export, identity, has_status, has_scale, provider_kinds).hash(&mut hasher);
+        in_workspace.hash(&mut hasher);
         (namespaces.cluster_namespace(), namespaces.generation()).hash(&mut hasher);
         hasher.finish()
     }
@@ -157,6 +162,7 @@ pub(crate) mod fixtures {
             has_scale: true,
             namespaces: NamespaceMap::new("kube-bind-c1"),
             provider_kinds: Default::default(),
+            in_workspace: false,
         }
     }
 

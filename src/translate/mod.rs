@@ -14,6 +14,7 @@ pub mod claimed_writes;
 pub mod continue_token;
 pub mod fields;
 pub mod identity;
+pub mod kcp;
 pub mod namespaces;
 pub mod objects;
 pub mod owners;

@@ -6,6 +6,7 @@
 
 use super::binding::BoundResource;
 use super::identity::is_reserved_label;
+use super::kcp;
 use super::owners::{OWNER_REFERENCES_ANNOTATION, references_down, references_up};
 use serde_json::{Map, Value};
 
@@ -72,6 +73,8 @@ pub fn metadata_down(
                 key: OWNER_REFERENCES_ANNOTATION.into(),
             });
         }
+        // Accepted and ignored, as kcp ignores it: never stored.
+        kcp::unmark(metadata);
         stamp_labels(bound, metadata);
         references_down(
             &bound.provider_kinds,
@@ -164,6 +167,12 @@ pub fn object_up(bound: &BoundResource, object: &mut Value, with_labels: bool) -
             bound.namespaces.cluster_namespace(),
             metadata,
         );
+        // The kcp cluster is bindery's word alone: whatever the provider
+        // stored goes, and the workspace names the object's consumer.
+        kcp::unmark(metadata);
+        if bound.in_workspace {
+            kcp::mark(metadata, &bound.consumer);
+        }
     }
     Visibility::Visible
 }
@@ -358,6 +367,50 @@ mod tests {
         assert_eq!(object_up(&g, &mut object, true), Visibility::Visible);
         assert_eq!(object["metadata"]["name"], "g-x1");
         assert_eq!(object["metadata"]["generateName"], "g-");
+    }
+
+    #[test]
+    fn the_kcp_cluster_is_dropped_on_the_way_down_and_set_by_bindery_in_the_workspace() {
+        let mut w = widgets();
+        w.namespaces.insert("default", "kube-bind-c1-default");
+        let mut object = json!({"metadata": {"name": "a", "namespace": "",
+            "annotations": {"kcp.io/cluster": "someone-else", "keep": "me"}}});
+        object_down(&w, &mut object, true).unwrap();
+        assert_eq!(
+            object["metadata"]["annotations"],
+            json!({"keep": "me"}),
+            "a caller's kcp cluster is never stored"
+        );
+        let stored = |annotation: &str| {
+            let mut object = json!({"metadata": {"name": "a", "namespace": "kube-bind-c1-default",
+                "annotations": {"kcp.io/cluster": annotation}}});
+            stamp_labels(&w, object["metadata"].as_object_mut().unwrap());
+            object
+        };
+        let mut read = stored("forged");
+        assert_eq!(object_up(&w, &mut read, true), Visibility::Visible);
+        assert!(
+            read["metadata"].get("annotations").is_none(),
+            "outside the workspace no kcp cluster is shown: {read}"
+        );
+        let in_workspace = BoundResource {
+            in_workspace: true,
+            ..w.clone()
+        };
+        let mut read = stored("forged");
+        assert_eq!(
+            object_up(&in_workspace, &mut read, true),
+            Visibility::Visible
+        );
+        assert_eq!(
+            read["metadata"]["annotations"],
+            json!({"kcp.io/cluster": "c1"})
+        );
+        assert_ne!(
+            w.translation_key(),
+            in_workspace.translation_key(),
+            "the two are translated apart"
+        );
     }
 
     #[test]

@@ -124,6 +124,7 @@ mod tests {
             has_scale: false,
             namespaces,
             provider_kinds: Default::default(),
+            in_workspace: true,
         }
     }
 

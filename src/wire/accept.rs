@@ -282,6 +282,24 @@ pub fn output(accept: Option<&str>) -> Result<Output, ApiError> {
         .ok_or_else(not_acceptable)
 }
 
+/// The representation of a kind bindery serves only as itself (the kcp
+/// dialect's objects): the first clause that takes the object in JSON or
+/// YAML, one that streams for a watch. A Table or metadata form is not
+/// offered, so a client that also accepts plain JSON (kubectl, informers)
+/// gets that.
+pub fn object_output(accept: Option<&str>, watch: bool) -> Result<Output, ApiError> {
+    negotiate(accept, |media, asked| {
+        (asked.target.is_none() && media != Media::Protobuf && (!watch || media.streams()))
+            .then_some(Target::Resource)
+    })
+    .map(|(media, target, pretty)| Output {
+        media,
+        target,
+        pretty,
+    })
+    .ok_or_else(not_acceptable)
+}
+
 /// The representation of a watch: [`output`], and then a media type that
 /// streams, chosen as kube-apiserver's `NegotiateOutputMediaTypeStream`
 /// chooses it (the first acceptable clause, whose type must stream).

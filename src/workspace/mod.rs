@@ -9,11 +9,15 @@
 //! consumer's own objects that accepted claims cover, read and written in
 //! its app cluster ([`claimed`]), with discovery and OpenAPI for both; `*`
 //! lists and watches the exported resources across every consumer of the
-//! export ([`wildcard`]).
+//! export ([`wildcard`]). Beside them, the kcp dialect ([`kcp`]): the
+//! export's APIExportEndpointSlice at its root, the consumers' APIBindings
+//! at `*` and on each consumer's path, and the `kcp.io/cluster` annotation
+//! on every object shown (set in `translate::objects`).
 
 pub mod claimed;
 mod claimed_documents;
 mod claimed_writes;
+pub mod kcp;
 pub mod target;
 pub mod wildcard;
 
@@ -28,17 +32,46 @@ use bytes::Bytes;
 use http::Response;
 use target::{Target, resource_of};
 
+/// Where in the workspace a request is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum At {
+    /// `/services/export/<export>/...`: the export's own root.
+    Root,
+    /// `clusters/*`: every consumer.
+    Every,
+    /// `clusters/<consumer>`.
+    One(ConsumerId),
+}
+
+impl At {
+    /// The place the router's parse names.
+    pub fn of(consumer: Option<ConsumerId>, root: bool) -> Self {
+        match (consumer, root) {
+            (_, true) => At::Root,
+            (Some(consumer), false) => At::One(consumer),
+            (None, false) => At::Every,
+        }
+    }
+
+    fn consumer(&self) -> Option<&ConsumerId> {
+        match self {
+            At::One(consumer) => Some(consumer),
+            _ => None,
+        }
+    }
+}
+
 /// Serves one workspace request for `target`, which the authorization layer
 /// resolved and the provider allowed the caller.
 pub async fn serve(
     app: &App,
     target: &Target,
-    consumer: Option<ConsumerId>,
+    at: At,
     path: ApiPath,
     parts: http::request::Parts,
     body: Bytes,
 ) -> Response<BoxBody> {
-    match try_serve(app, target, consumer, path, parts, body).await {
+    match try_serve(app, target, at, path, parts, body).await {
         Ok(response) => response,
         Err(e) => error(&e),
     }
@@ -47,11 +80,39 @@ pub async fn serve(
 async fn try_serve(
     app: &App,
     target: &Target,
-    consumer: Option<ConsumerId>,
+    at: At,
     path: ApiPath,
     parts: http::request::Parts,
     body: Bytes,
 ) -> Result<Response<BoxBody>, ApiError> {
+    // The kcp dialect: the export's root serves only its endpoint slice,
+    // which exists before any consumer binds (with its one URL).
+    let resource = resource_of(&path);
+    if let Some(request) = resource.as_ref().filter(|r| kcp::names_kcp(r)) {
+        return kcp::serve(app, target, &at, request.clone(), &parts).await;
+    }
+    if at == At::Root {
+        let root_document = matches!(
+            path,
+            ApiPath::LegacyRoot
+                | ApiPath::GroupList
+                | ApiPath::Group(_)
+                | ApiPath::GroupVersion { .. }
+                | ApiPath::OpenApiV2
+                | ApiPath::OpenApiV3Root
+                | ApiPath::OpenApiV3GroupVersion { .. }
+        );
+        if !root_document {
+            return Err(ApiError::page_not_found());
+        }
+        let specs = || kcp::specs_at(&At::Root);
+        let mut document = crate::documents::document_of(specs, &path, &parts.headers).flatten();
+        if let Some(document) = document.as_mut() {
+            crate::translate::kcp::narrow_verbs(document.value_mut());
+        }
+        return Ok(crate::documents::respond(document, &parts.headers));
+    }
+    let consumer = at.consumer().cloned();
     let Some(export_name) = &target.export_name else {
         return Err(ApiError::page_not_found());
     };
@@ -65,8 +126,8 @@ async fn try_serve(
     let Some(first) = views.first() else {
         return Err(ApiError::page_not_found());
     };
-    let Some(request) = resource_of(&path) else {
-        return documents(app, first, consumer.as_ref(), export_name, &path, &parts).await;
+    let Some(request) = resource else {
+        return documents(app, first, &at, export_name, &path, &parts).await;
     };
     let Some(consumer) = consumer else {
         return wildcard::serve(app, &target.key, request, parts).await;
@@ -89,12 +150,22 @@ async fn try_serve(
 async fn documents(
     app: &App,
     view: &ConsumerView,
-    consumer: Option<&ConsumerId>,
+    at: &At,
     export_name: &str,
     path: &ApiPath,
     parts: &http::request::Parts,
 ) -> Result<Response<BoxBody>, ApiError> {
-    let exported = match (crate::documents::document(view, path, &parts.headers), path) {
+    let consumer = at.consumer();
+    // The exported resources, and the kcp dialect's APIBindings.
+    let specs = || {
+        let mut specs = view.specs();
+        specs.extend(kcp::specs_at(at));
+        specs
+    };
+    let exported = match (
+        crate::documents::document_of(specs, path, &parts.headers),
+        path,
+    ) {
         (Some(document), _) => document,
         // `/api/<version>`: the core group, which only claims can name.
         (None, ApiPath::Legacy(segments)) if segments.len() == 1 => None,
@@ -111,6 +182,9 @@ async fn documents(
         }
         None => exported,
     };
+    if let Some(document) = document.as_mut() {
+        crate::translate::kcp::narrow_verbs(document.value_mut());
+    }
     if let (ApiPath::OpenApiV3Root, Some(root)) = (path, document.as_mut()) {
         // Clients fetch the links as server-relative URIs, which replace
         // the whole path of their server URL: keep the workspace in them.

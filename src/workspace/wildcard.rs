@@ -2,7 +2,8 @@
 //! export, through the forwarding pipeline (`crate::forward`) with every
 //! consumer of the export as the view: each object shown in its consumer's
 //! terms and marked with its consumer. The provider's resourceVersions and
-//! bookmarks pass as they are, so one watch resumes like any other.
+//! bookmarks pass as they are, so one watch resumes like any other. A
+//! watch whose consumer leaves the export ends with 410, to be listed again.
 //! Everything but list and watch needs a consumer's path.
 
 use crate::app::App;
@@ -12,7 +13,7 @@ use crate::forward::answer::{Shape, View, Visibility, answer_up, event_up};
 use crate::forward::encode::{self, ErrorForm};
 use crate::forward::request::{ApiRequest, Incoming};
 use crate::proxy::watch;
-use crate::route::{ResourceRequest, Verb};
+use crate::route::{ConsumerId, ResourceRequest, Verb};
 use crate::status::ApiError;
 use crate::translate::BoundResource;
 use crate::translate::continue_token::{ContinueTokens, TokenError};
@@ -25,6 +26,7 @@ use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
 use http::{Method, Response, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::Value;
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 /// The bound resources of `request`'s resource across every consumer of
@@ -49,6 +51,9 @@ struct Everyone {
     export: String,
     request: ResourceRequest,
     current: Mutex<(u64, Arc<Consumers>)>,
+    /// Every consumer this request has served (at `current`'s generation,
+    /// or before).
+    known: Mutex<(u64, BTreeSet<ConsumerId>)>,
     tokens: Arc<ContinueTokens>,
     scope: String,
 }
@@ -65,6 +70,81 @@ impl Everyone {
         }
         current.1.clone()
     }
+
+    /// Whether a consumer this watch served has left the export since: the
+    /// objects it was shown would stay in the watcher's cache, as no event
+    /// deletes them, so the watch must end with 410 and be listed again.
+    fn someone_left(&self) -> bool {
+        let now = self.catalog.read(Catalog::generation);
+        let mut known = self.known.lock().expect("not poisoned");
+        if now == known.0 {
+            return false;
+        }
+        let serving: BTreeSet<ConsumerId> = self
+            .catalog
+            .read(|c| bounds_of(c, &self.export, &self.request))
+            .into_iter()
+            .map(|b| b.consumer)
+            .collect();
+        let left = known.1.difference(&serving).next().is_some();
+        known.0 = now;
+        known.1.extend(serving);
+        left
+    }
+}
+
+/// How often a wildcard watch looks whether a consumer left.
+const DEPARTURES: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// `body`, a translated watch, ended with kube-apiserver's 410 `Expired`
+/// event once a consumer it served leaves the export: watchers (client-go's
+/// reflector, kube-rs' watcher) list again, and the leaver's objects leave
+/// their caches (for kcp's multicluster-provider in its `ObjectToWatch`
+/// mode, that disengages the consumer).
+fn ending_when_a_consumer_leaves(
+    mut body: BoxBody,
+    view: Arc<Everyone>,
+    media: crate::wire::accept::Media,
+) -> BoxBody {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(DEPARTURES);
+        loop {
+            tokio::select! {
+                frame = body.frame() => {
+                    let Some(Ok(frame)) = frame else { return };
+                    if let Ok(data) = frame.into_data()
+                        && tx.send(data).await.is_err()
+                    {
+                        return;
+                    }
+                }
+                _ = tick.tick() => {
+                    if view.someone_left() {
+                        tracing::info!(export = %view.export, "a consumer left: the wildcard watch ends with 410");
+                        let gone = serde_json::json!({"type": "ERROR", "object": {
+                            "kind": "Status", "apiVersion": "v1", "metadata": {},
+                            "status": "Failure", "reason": "Expired", "code": 410,
+                            "message": "the consumers of this export changed: list again",
+                        }});
+                        if let Some(event) = encode::event(&gone, media) {
+                            let _ = tx.send(event).await;
+                        }
+                        return;
+                    }
+                }
+                _ = tx.closed() => return,
+            }
+        }
+    });
+    let frames = futures::stream::unfold(rx, |mut rx| async move {
+        let bytes = rx.recv().await?;
+        Some((
+            Ok::<_, crate::upstream::BoxError>(hyper::body::Frame::data(bytes)),
+            rx,
+        ))
+    });
+    http_body_util::StreamBody::new(frames).boxed_unsync()
 }
 
 impl View for Everyone {
@@ -125,10 +205,12 @@ pub async fn serve(
         ));
     }
     let scope = format!("workspace/{export}/{}", first.qualified_resource());
+    let known = bounds.iter().map(|b| b.consumer.clone()).collect();
     let view = Arc::new(Everyone {
         catalog: app.catalog.clone(),
         export: export.to_string(),
         request: request.clone(),
+        known: Mutex::new((generation, known)),
         current: Mutex::new((generation, Arc::new(Consumers::new(bounds)))),
         tokens: app.proxy.tokens.clone(),
         scope: scope.clone(),
@@ -162,11 +244,15 @@ pub async fn serve(
             return Err(crate::forward::answer::unreadable("the provider"));
         }
         let media = api.output.media;
+        let translating = view.clone();
         let body = watch::translate_stream(
             response.into_body(),
-            Box::new(move |event| encode::event(&event_up(view.as_ref(), &shape, event)?, media)),
+            Box::new(move |event| {
+                encode::event(&event_up(translating.as_ref(), &shape, event)?, media)
+            }),
             app.proxy.shutdown.clone(),
         );
+        let body = ending_when_a_consumer_leaves(body, view, media);
         return Ok(encode::watch_response(status, body, media));
     }
     let bytes = response

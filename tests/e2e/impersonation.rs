@@ -122,6 +122,7 @@ fn binding(
         has_scale: false,
         namespaces,
         provider_kinds: Default::default(),
+        in_workspace: false,
     }
 }
 

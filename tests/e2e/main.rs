@@ -23,6 +23,7 @@ mod fixture;
 mod front_proxy;
 mod hostile;
 mod impersonation;
+mod kcp;
 mod kube_bind_crds;
 mod leader;
 mod lifecycle;

@@ -1,0 +1,495 @@
+//! The kcp dialect of the workspace (`translate::kcp`), served beside
+//! bindery's own so that controllers written for kcp's APIExport virtual
+//! workspace run unmodified: at the export's root
+//! (`/services/export/<export>`), its `APIExportEndpointSlice`; at
+//! `clusters/*` and `clusters/<consumer>`, one `APIBinding` per consumer,
+//! made from the consumer's APIServiceExport as the provider lists and
+//! watches them (the provider's resourceVersions, continue tokens sealed to
+//! the workspace, so a watch resumes like any other). Read only: get, list
+//! and watch, in JSON or YAML.
+
+use super::At;
+use crate::app::App;
+use crate::catalog::watch::export_record;
+use crate::controllers::ownership::Ours;
+use crate::forward::answer::{Shape, View, Visibility, answer_up, event_up, status_up};
+use crate::forward::encode::{self, ErrorForm};
+use crate::forward::request::{ApiRequest, Incoming, Options};
+use crate::proxy::watch;
+use crate::route::{ConsumerId, ResourceRequest, Verb};
+use crate::status::ApiError;
+use crate::translate::continue_token::ContinueTokens;
+use crate::translate::kcp;
+use crate::translate::request::encode as encode_segment;
+use crate::upstream::BoxBody;
+use crate::wire::query::{ListOptions, Pairs};
+use crate::wire::selector::{
+    FieldSelector, LabelSelector, parse_field_selector, parse_label_selector,
+};
+use bytes::Bytes;
+use http::header::{ACCEPT, CONTENT_TYPE, HOST, USER_AGENT};
+use http::{Method, Response};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The provider's exports, which the bindings are made from.
+const EXPORTS: &str = "/apis/kube-bind.io/v1alpha2";
+const EXPORT_KIND: &str = "APIServiceExport";
+const EXPORT_VERSION: &str = "kube-bind.io/v1alpha2";
+/// How long a watch of the endpoint slice (which never changes) stays open
+/// without `timeoutSeconds`: kube-apiserver's default minimum.
+const SLICE_WATCH: Duration = Duration::from_secs(1800);
+
+/// Whether `request` names one of the kcp dialect's resources.
+pub fn names_kcp(request: &ResourceRequest) -> bool {
+    request.group == kcp::GROUP
+}
+
+/// The CRD specs of what the dialect serves at `at`, for discovery.
+pub fn specs_at(
+    at: &At,
+) -> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionSpec>
+{
+    match at {
+        At::Root => vec![kcp::slices_spec()],
+        At::Every | At::One(_) => vec![kcp::bindings_spec()],
+    }
+}
+
+/// Serves a request for one of the kcp dialect's resources at `at`.
+pub async fn serve(
+    app: &App,
+    target: &super::target::Target,
+    at: &At,
+    request: ResourceRequest,
+    parts: &http::request::Parts,
+) -> Result<Response<BoxBody>, ApiError> {
+    let resource = match at {
+        At::Root => kcp::SLICES,
+        At::Every | At::One(_) => kcp::BINDINGS,
+    };
+    if request.resource != resource
+        || request.version != kcp::VERSION
+        || request.namespace.is_some()
+        || request.subresource.is_some()
+    {
+        return Err(ApiError::page_not_found());
+    }
+    let verb = Verb::of_query(&parts.method, &request, parts.uri.query());
+    let read = matches!(verb, Some(Verb::Get | Verb::List | Verb::Watch))
+        && matches!(parts.method, Method::GET | Method::HEAD);
+    if !read {
+        return Err(ApiError::method_not_allowed(
+            verb.map_or(parts.method.as_str(), |v| v.as_str()),
+            kcp::GROUP,
+            resource,
+        ));
+    }
+    let kind = match at {
+        At::Root => kcp::SLICE_KIND,
+        _ => kcp::BINDING_KIND,
+    };
+    let incoming = Incoming {
+        method: &parts.method,
+        resource: &request,
+        query: parts.uri.query(),
+        headers: &parts.headers,
+        body: &[],
+        kind,
+    };
+    let mut api =
+        ApiRequest::parse(&incoming)?.ok_or_else(|| ApiError::internal("a read without a verb"))?;
+    let accept = parts.headers.get(ACCEPT).and_then(|v| v.to_str().ok());
+    api.output = crate::wire::accept::object_output(accept, api.verb == Verb::Watch)?;
+    let (labels, fields) = selectors(&api)?;
+    let selection = Selection { labels, fields };
+    match at {
+        At::Root => slices(app, target, &request, &api, &selection, parts),
+        At::Every | At::One(_) => bindings(app, target, at, &request, &api, selection, parts).await,
+    }
+}
+
+/// The caller's selectors, read as on an object of the dialect.
+struct Selection {
+    labels: LabelSelector,
+    fields: FieldSelector,
+}
+
+impl Selection {
+    fn selects(&self, name: &str) -> bool {
+        kcp::selected(name, &self.labels, &self.fields)
+    }
+}
+
+fn selectors(api: &ApiRequest) -> Result<(LabelSelector, FieldSelector), ApiError> {
+    let (label, field) = api
+        .list_options()
+        .map(|o| (o.label_selector.as_str(), o.field_selector.as_str()))
+        .unwrap_or_default();
+    let labels = parse_label_selector(label).map_err(ApiError::bad_request)?;
+    let fields = parse_field_selector(field).map_err(ApiError::bad_request)?;
+    kcp::check_fields(&fields).map_err(ApiError::bad_request)?;
+    Ok((labels, fields))
+}
+
+/// The export's endpoint slice: named after the path's key, its endpoint
+/// the export's workspace URL (under `--external-url`, else where the
+/// caller reached bindery).
+fn slices(
+    app: &App,
+    target: &super::target::Target,
+    request: &ResourceRequest,
+    api: &ApiRequest,
+    selection: &Selection,
+    parts: &http::request::Parts,
+) -> Result<Response<BoxBody>, ApiError> {
+    let authority = parts
+        .uri
+        .authority()
+        .map(|a| a.as_str().to_string())
+        .or_else(|| {
+            parts
+                .headers
+                .get(HOST)
+                .and_then(|h| h.to_str().ok())
+                .and_then(|h| h.parse::<http::uri::Authority>().ok())
+                .map(|a| a.as_str().to_string())
+        })
+        .ok_or_else(|| ApiError::bad_request("the request names no host"))?;
+    let key = &target.key;
+    let url = kcp::workspace_url(app.external_url.as_deref(), &authority, key);
+    let slice = kcp::endpoint_slice(key, &url);
+    let media = api.output.media;
+    match api.verb {
+        Verb::Get => {
+            if request.name.as_deref() != Some(key.as_str()) {
+                return Err(ApiError::object_not_found(
+                    kcp::GROUP,
+                    kcp::SLICES,
+                    request.name.as_deref().unwrap_or_default(),
+                ));
+            }
+            respond(&slice, api)
+        }
+        Verb::List => {
+            let items: Vec<Value> = selection
+                .selects(key)
+                .then_some(slice)
+                .into_iter()
+                .collect();
+            let list = json!({
+                "apiVersion": kcp::api_version(),
+                "kind": format!("{}List", kcp::SLICE_KIND),
+                "metadata": {"resourceVersion": kcp::SLICE_VERSION},
+                "items": items,
+            });
+            respond(&list, api)
+        }
+        _ => {
+            let options = api.list_options().cloned().unwrap_or_default();
+            let mut events = Vec::new();
+            let from_start = matches!(options.resource_version.as_str(), "" | "0")
+                || options.send_initial_events == Some(true);
+            if from_start && selection.selects(key) {
+                events.push(json!({"type": "ADDED", "object": slice}));
+            }
+            if options.send_initial_events == Some(true) && options.allow_watch_bookmarks {
+                events.push(json!({"type": "BOOKMARK", "object": {
+                    "apiVersion": kcp::api_version(), "kind": kcp::SLICE_KIND,
+                    "metadata": {"resourceVersion": kcp::SLICE_VERSION,
+                        "annotations": {"k8s.io/initial-events-end": "true"}}}}));
+            }
+            let open_for = options
+                .timeout_seconds
+                .filter(|s| *s > 0)
+                .map_or(SLICE_WATCH, |s| Duration::from_secs(s.unsigned_abs()));
+            let body = still_watch(events, media, open_for, app.proxy.shutdown.clone());
+            Ok(encode::watch_response(http::StatusCode::OK, body, media))
+        }
+    }
+}
+
+/// A watch that sends `events`, then nothing, until `open_for` passes or
+/// bindery shuts down.
+fn still_watch(
+    events: Vec<Value>,
+    media: crate::wire::accept::Media,
+    open_for: Duration,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) -> BoxBody {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(4);
+    tokio::spawn(async move {
+        for event in &events {
+            if let Some(bytes) = encode::event(event, media)
+                && tx.send(bytes).await.is_err()
+            {
+                return;
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(open_for) => {}
+            _ = shutdown.wait_for(|stop| *stop) => {}
+            _ = tx.closed() => {}
+        }
+    });
+    let frames = futures::stream::unfold(rx, |mut rx| async move {
+        let bytes = rx.recv().await?;
+        Some((
+            Ok::<_, crate::upstream::BoxError>(hyper::body::Frame::data(bytes)),
+            rx,
+        ))
+    });
+    http_body_util::StreamBody::new(frames).boxed_unsync()
+}
+
+/// `value` in the negotiated representation.
+fn respond(value: &Value, api: &ApiRequest) -> Result<Response<BoxBody>, ApiError> {
+    let (content_type, body) = encode::encode(value, api.output.media, api.pretty)
+        .ok_or_else(|| ApiError::internal("the answer could not be encoded"))?;
+    Ok(encode::full(200, content_type, body))
+}
+
+/// The consumers' APIBindings: the provider's list, watch or get of the
+/// exports named after the export (in the one consumer's cluster namespace
+/// on its path), each made into its consumer's binding.
+async fn bindings(
+    app: &App,
+    target: &super::target::Target,
+    at: &At,
+    request: &ResourceRequest,
+    api: &ApiRequest,
+    selection: Selection,
+    parts: &http::request::Parts,
+) -> Result<Response<BoxBody>, ApiError> {
+    let errors = ErrorForm::of(&parts.headers, parts.uri.query());
+    let name = target
+        .export_name
+        .clone()
+        .unwrap_or_else(|| target.key.clone());
+    let prefix = app.bind.prefix.clone();
+    let scope = format!("workspace/{}/{}", target.key, kcp::BINDINGS);
+    let view = Arc::new(Bindings {
+        key: target.key.clone(),
+        prefix: prefix.clone(),
+        only: match at {
+            At::One(consumer) => Some(consumer.clone()),
+            _ => None,
+        },
+        selection,
+        tokens: app.proxy.tokens.clone(),
+        scope: scope.clone(),
+    });
+    let collection = match (at, &target.namespace) {
+        (At::One(_), Some(namespace)) => format!(
+            "{EXPORTS}/namespaces/{}/apiserviceexports",
+            encode_segment(namespace)
+        ),
+        (At::One(_), None) => return Err(ApiError::page_not_found()),
+        _ => format!("{EXPORTS}/apiserviceexports"),
+    };
+    let mut query = Pairs::new();
+    let path = match (&api.options, &request.name) {
+        (Options::Get(options), Some(asked)) => {
+            if !matches!(at, At::One(_)) {
+                // A name is one consumer's: get it at clusters/<consumer>/.
+                return Err(ApiError::method_not_allowed(
+                    "get",
+                    kcp::GROUP,
+                    kcp::BINDINGS,
+                ));
+            }
+            if *asked != name {
+                return Err(ApiError::object_not_found(kcp::GROUP, kcp::BINDINGS, asked));
+            }
+            options.encode(&mut query);
+            format!("{collection}/{}", encode_segment(&name))
+        }
+        (Options::List(options), None) => {
+            let mut options: ListOptions = options.clone();
+            options.label_selector = String::new();
+            options.field_selector = format!(
+                "metadata.name={}",
+                crate::wire::selector::escape_field_value(&name)
+            );
+            if !options.continue_token.is_empty() {
+                options.continue_token = app
+                    .proxy
+                    .tokens
+                    .open(&scope, &options.continue_token)
+                    .map_err(|e| {
+                        ApiError::bad_request(format!(
+                            "invalid continue token: continue key is not valid: {e}"
+                        ))
+                    })?;
+            }
+            options.encode(&mut query);
+            collection
+        }
+        _ => return Err(ApiError::page_not_found()),
+    };
+    let uri = if query.is_empty() {
+        path
+    } else {
+        format!(
+            "{path}?{}",
+            form_urlencoded::Serializer::new(String::new())
+                .extend_pairs(&query)
+                .finish()
+        )
+    };
+    let mut upstream = http::Request::builder()
+        .method(Method::GET)
+        .uri(uri)
+        .header(ACCEPT, "application/json");
+    if let Some(agent) = parts.headers.get(USER_AGENT) {
+        upstream = upstream.header(USER_AGENT, agent);
+    }
+    let upstream = upstream
+        .body(Bytes::new())
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let response = app
+        .proxy
+        .upstream
+        .send(upstream)
+        .await
+        .map_err(|e| ApiError::unavailable(format!("the provider cannot be reached: {e}")))?;
+    let shape = Shape::of(api, None, EXPORT_KIND, EXPORT_VERSION);
+    let status = response.status();
+    let json = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .is_some_and(|ct| ct.as_bytes().starts_with(b"application/json"));
+    if !json {
+        return Err(crate::forward::answer::unreadable("the provider"));
+    }
+    if api.verb == Verb::Watch && status.is_success() {
+        let media = api.output.media;
+        let body = watch::translate_stream(
+            response.into_body(),
+            Box::new(move |event| {
+                let mut event = event_up(view.as_ref(), &shape, event)?;
+                if event["type"] == "BOOKMARK" {
+                    event["object"]["kind"] = json!(kcp::BINDING_KIND);
+                    event["object"]["apiVersion"] = json!(kcp::api_version());
+                }
+                encode::event(&event, media)
+            }),
+            app.proxy.shutdown.clone(),
+        );
+        return Ok(encode::watch_response(status, body, media));
+    }
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| ApiError::unavailable(format!("reading the provider's answer: {e}")))?
+        .to_bytes();
+    if !status.is_success() {
+        return Ok(match status.as_u16() {
+            404 if api.verb == Verb::Get => errors.error(&ApiError::object_not_found(
+                kcp::GROUP,
+                kcp::BINDINGS,
+                &name,
+            )),
+            code @ (400 | 410 | 422) => {
+                let value: Value = serde_json::from_slice(&bytes)
+                    .map_err(|_| crate::forward::answer::unreadable("the provider"))?;
+                let status = status_up(view.as_ref(), &value)
+                    .ok_or_else(|| crate::forward::answer::unreadable("the provider"))?;
+                errors.status(code, &status)
+            }
+            _ => errors.error(&ApiError::unavailable(
+                "the provider cannot list the export's consumers now",
+            )),
+        });
+    }
+    let mut answer =
+        answer_up(view.as_ref(), &shape, status.as_u16(), &bytes).map_err(|refused| {
+            refused.to_error("the provider", || {
+                ApiError::object_not_found(kcp::GROUP, kcp::BINDINGS, &name)
+            })
+        })?;
+    if api.verb == Verb::List {
+        answer.value["kind"] = json!(format!("{}List", kcp::BINDING_KIND));
+        answer.value["apiVersion"] = json!(kcp::api_version());
+    }
+    respond(&answer.value, api)
+}
+
+/// The provider's exports as the consumers' APIBindings: an export shows
+/// when it is a consumer's (its namespace is a cluster namespace, on a
+/// consumer's path that consumer's) of this workspace's export (named
+/// after it, or with its identity), bindery's, and selected by the caller.
+struct Bindings {
+    key: String,
+    prefix: String,
+    only: Option<ConsumerId>,
+    selection: Selection,
+    tokens: Arc<ContinueTokens>,
+    scope: String,
+}
+
+impl Bindings {
+    fn consumer_of(&self, export: &Value) -> Option<ConsumerId> {
+        let metadata = export.get("metadata")?;
+        let namespace = metadata.get("namespace")?.as_str()?;
+        let consumer = ConsumerId::parse(namespace.strip_prefix(&self.prefix)?)?;
+        if self.only.as_ref().is_some_and(|only| *only != consumer) {
+            return None;
+        }
+        let name = metadata.get("name")?.as_str()?;
+        let identity = export
+            .pointer("/status/identityHash")
+            .and_then(Value::as_str);
+        if name != self.key && identity != Some(self.key.as_str()) {
+            return None;
+        }
+        let typed: crate::api::APIServiceExport = serde_json::from_value(export.clone()).ok()?;
+        typed.ours(&self.prefix).then_some(consumer)
+    }
+}
+
+impl View for Bindings {
+    fn object_up(&self, object: &mut Value) -> Visibility {
+        let Some(consumer) = self.consumer_of(object) else {
+            return Visibility::Hidden;
+        };
+        let served = serde_json::from_value::<kube::api::DynamicObject>(object.clone())
+            .ok()
+            .and_then(|o| export_record(&o))
+            .is_some_and(|record| record.identity.is_some());
+        let Some(binding) = kcp::binding_of(object, &consumer, served) else {
+            return Visibility::Hidden;
+        };
+        let name = binding["metadata"]["name"].as_str().unwrap_or_default();
+        if !self.selection.selects(name) {
+            return Visibility::Hidden;
+        }
+        *object = binding;
+        Visibility::Visible
+    }
+
+    fn scale_up(&self, _scale: &mut Value) -> Visibility {
+        Visibility::Hidden
+    }
+
+    /// The provider's words about its exports, about bindings; nothing
+    /// that names a cluster namespace is said.
+    fn text_up(&self, text: &str) -> String {
+        let text = text
+            .replace("apiserviceexports.kube-bind.io", "apibindings.apis.kcp.io")
+            .replace("apiserviceexports", kcp::BINDINGS)
+            .replace(EXPORT_KIND, kcp::BINDING_KIND);
+        if text.contains(&self.prefix) {
+            "the provider refused the request".to_string()
+        } else {
+            text
+        }
+    }
+
+    fn continue_up(&self, token: &str) -> String {
+        self.tokens.seal(&self.scope, token)
+    }
+}

@@ -34,6 +34,7 @@ pub mod schema_compat;
 pub mod serve;
 pub mod server;
 pub mod status;
+pub mod table;
 pub mod timing;
 pub mod token_key;
 pub mod translate;

@@ -9,6 +9,7 @@
 pub mod access;
 pub mod namespaces;
 mod patch;
+mod table;
 mod view;
 pub mod watch;
 
@@ -460,6 +461,9 @@ impl Exchange<'_> {
     async fn exchange(&self, provider: ProviderRequest) -> Result<Response<BoxBody>, Failure> {
         let make = || self.translation();
         let response = if self.request.verb == Verb::List {
+            if let Some(table) = self.table_from_cache(&provider).await? {
+                return Ok(table);
+            }
             let mut upstream = self.build(&provider)?;
             if self.cacheable() {
                 if let Some(bytes) = self.proxy.upstream.list_translated(&upstream, &make).await {

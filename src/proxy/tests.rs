@@ -37,7 +37,13 @@ struct Scripted {
     answer: Script,
     sent: Mutex<Vec<(Method, String, Option<String>)>>,
     memo_asked: Mutex<Vec<String>>,
+    /// The lists asked of the cache (`list_translated`), with their Accept;
+    /// each is answered with [`CACHED_LIST`].
+    lists_asked: Mutex<Vec<(String, Option<String>)>>,
 }
+
+/// The consumer form of a list, as the cache answers it.
+const CACHED_LIST: &str = r#"{"apiVersion":"example.com/v1","kind":"WidgetList","metadata":{"resourceVersion":"9"},"items":[{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"uid":"u-1","name":"w","namespace":"ns","creationTimestamp":"2020-01-01T00:00:00Z"},"spec":{"size":1.5}}]}"#;
 
 const MEMO: &str = r#"{"memo":true}"#;
 
@@ -49,6 +55,7 @@ impl Scripted {
             answer: Box::new(answer),
             sent: Mutex::default(),
             memo_asked: Mutex::default(),
+            lists_asked: Mutex::default(),
         })
     }
 
@@ -75,6 +82,22 @@ impl Upstream for Scripted {
         ));
         let response = (self.answer)(&request);
         Box::pin(async move { Ok(response) })
+    }
+
+    fn list_translated<'a>(
+        &'a self,
+        request: &'a http::Request<Bytes>,
+        _translation: &'a (dyn Fn() -> Translation + Send + Sync),
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<Vec<u8>>> + Send + 'a>> {
+        let accept = request
+            .headers()
+            .get(ACCEPT)
+            .map(|v| v.to_str().unwrap().to_string());
+        self.lists_asked
+            .lock()
+            .unwrap()
+            .push((request.uri().to_string(), accept));
+        Box::pin(async { Some(CACHED_LIST.as_bytes().to_vec()) })
     }
 
     fn object_translated(
@@ -199,6 +222,49 @@ async fn a_plain_get_is_answered_with_the_upstreams_consumer_form() {
     assert_eq!(value["kind"], "PartialObjectMetadata");
     assert_eq!(value["metadata"]["namespace"], "ns");
     assert_eq!(upstream.memo_asked.lock().unwrap().len(), 1);
+}
+
+/// A Table of a list the cache answers is rendered from the cache's
+/// consumer form, with the schema's columns (here `Age`, the schema has
+/// none); the provider is not asked.
+#[tokio::test]
+async fn a_table_of_a_cached_list_is_rendered_without_the_provider() {
+    let bound = widgets();
+    let upstream = Scripted::new(|_| json_response(500, &json!({})));
+    let proxy = proxy(upstream.clone());
+    let request =
+        http::Request::get("/apis/example.com/v1/namespaces/ns/widgets?includeObject=None&limit=5")
+            .header(
+                ACCEPT,
+                "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+            )
+            .body(Bytes::new())
+            .unwrap();
+    let (status, body) = call(&proxy, &bound, request, None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let table: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(table["kind"], "Table");
+    assert_eq!(table["metadata"], json!({"resourceVersion": "9"}));
+    let names: Vec<&Value> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["name"])
+        .collect();
+    assert_eq!(names, [&json!("Name"), &json!("Age")]);
+    assert_eq!(table["rows"][0]["cells"][0], "w");
+    assert_eq!(table["rows"][0]["object"], Value::Null);
+    assert!(
+        upstream.sent.lock().unwrap().is_empty(),
+        "the provider was asked"
+    );
+    let asked = upstream.lists_asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0].1.as_deref(), Some("application/json"));
+    assert!(
+        asked[0].0.contains("limit=5") && !asked[0].0.contains("includeObject"),
+        "the cache is asked the plain list: {asked:?}"
+    );
 }
 
 /// A GET answered from the cache carries the consumer form the cache

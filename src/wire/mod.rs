@@ -5,9 +5,11 @@
 
 pub mod accept;
 pub mod body;
+pub mod go_number;
 pub mod go_quote;
 pub mod gogo;
 pub mod json;
+pub mod object_meta;
 pub mod patch;
 pub mod protobuf;
 pub mod query;

@@ -11,7 +11,6 @@
 //! server's (`data`).
 
 mod data;
-mod numbers;
 mod routes;
 mod schema;
 mod structural;

@@ -10,7 +10,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use serde_json::Value;
 
-use super::numbers::{go_float, go_json};
+use crate::wire::go_number::{go_float, go_json};
 
 /// A structural schema node.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -1,0 +1,51 @@
+//! Tables of lists the watch cache answers: the list is taken in the
+//! consumer's terms from the cache, as for a JSON list, and rendered into the
+//! Table kube-apiserver would give ([`crate::table`]) with the consumer's
+//! schema. Whatever it cannot render exactly (a column path it does not
+//! evaluate as Go, a Table without headers, v1beta1, protobuf) and every list
+//! the cache cannot answer goes to the provider as before.
+
+use super::Exchange;
+use crate::forward::encode::Failure;
+use crate::table::{Columns, table};
+use crate::translate::request::ProviderRequest;
+use crate::wire::accept::{Media, MetaVersion, Target};
+use http::Response;
+use serde_json::Value;
+use std::time::SystemTime;
+
+impl Exchange<'_> {
+    /// The Table of this list rendered from the cache, or `None` to ask the
+    /// provider for it.
+    pub(super) async fn table_from_cache(
+        &self,
+        provider: &ProviderRequest,
+    ) -> Result<Option<Response<crate::upstream::BoxBody>>, Failure> {
+        let Target::Table(MetaVersion::V1) = self.request.output.target else {
+            return Ok(None);
+        };
+        let Ok(options) = &self.request.table else {
+            return Ok(None);
+        };
+        if options.no_headers || self.request.output.media == Media::Protobuf {
+            return Ok(None);
+        }
+        let Ok(columns) = Columns::of(&self.served.spec, &self.resource.version) else {
+            return Ok(None);
+        };
+        // The same list, asked of the cache as a plain JSON list.
+        let mut list = provider.clone();
+        list.accept = "application/json".into();
+        list.query.retain(|(key, _)| key != "includeObject");
+        let upstream = self.build(&list)?;
+        let make = || self.translation();
+        let Some(bytes) = self.proxy.upstream.list_translated(&upstream, &make).await else {
+            return Ok(None);
+        };
+        let value: Value = serde_json::from_slice(&bytes).map_err(|_| self.unreadable())?;
+        match table(&columns, &value, options.include_object, SystemTime::now()) {
+            Ok(table) => self.respond(200, &table, Vec::new()).map(Some),
+            Err(_) => Ok(None),
+        }
+    }
+}

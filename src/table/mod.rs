@@ -1,0 +1,272 @@
+//! Tables of custom resources, as kube-apiserver's table convertor makes
+//! them for a CRD: a `Name` column and the version's printer columns (or
+//! `Age` when it has none), one row per object with its cells and, as
+//! `includeObject` asks, its metadata, the whole object, or nothing. bindery
+//! renders the Tables of lists the watch cache answers from the consumer's
+//! own objects and the consumer's schema; a column it cannot evaluate
+//! exactly as Go does ([`jsonpath::Unsupported`]) sends the request to the
+//! provider instead. Pure.
+
+pub mod cells;
+pub mod jsonpath;
+
+use crate::wire::object_meta;
+use crate::wire::query::IncludeObject;
+use cells::CellType;
+use jsonpath::{Path, Unsupported};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionSpec;
+use serde_json::{Map, Value, json};
+use std::time::SystemTime;
+
+/// `ObjectMeta.name`'s documentation: the `Name` column's description.
+const NAME_DESCRIPTION: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
+/// `ObjectMeta.creationTimestamp`'s documentation: the default `Age`
+/// column's description.
+const CREATION_TIMESTAMP_DESCRIPTION: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
+
+/// The columns of one version of a resource.
+#[derive(Clone, Debug)]
+pub struct Columns {
+    /// `columnDefinitions`, as kube-apiserver writes them.
+    definitions: Value,
+    /// Each printer column's path and type (after `Name`).
+    paths: Vec<(Path, CellType)>,
+}
+
+impl Columns {
+    /// The columns of `version` of `spec`; [`Unsupported`] when a column's
+    /// path is not one this renders exactly, or the version is not there.
+    pub fn of(spec: &CustomResourceDefinitionSpec, version: &str) -> Result<Columns, Unsupported> {
+        let served = spec
+            .versions
+            .iter()
+            .find(|v| v.name == version)
+            .ok_or(Unsupported)?;
+        let mut definitions = vec![json!({
+            "name": "Name", "type": "string", "format": "name",
+            "description": NAME_DESCRIPTION, "priority": 0,
+        })];
+        let mut paths = Vec::new();
+        let columns = served
+            .additional_printer_columns
+            .clone()
+            .unwrap_or_default();
+        let defaulted = columns.is_empty();
+        for column in &columns {
+            paths.push((Path::parse(&column.json_path)?, CellType::of(&column.type_)));
+            let description = column
+                .description
+                .clone()
+                .filter(|d| !d.is_empty())
+                .unwrap_or_else(|| {
+                    format!(
+                        "Custom resource definition column (in JSONPath format): {}",
+                        column.json_path
+                    )
+                });
+            definitions.push(json!({
+                "name": column.name, "type": column.type_,
+                "format": column.format.clone().unwrap_or_default(),
+                "description": description, "priority": column.priority.unwrap_or(0),
+            }));
+        }
+        if defaulted {
+            paths.push((Path::parse(".metadata.creationTimestamp")?, CellType::Date));
+            definitions.push(json!({
+                "name": "Age", "type": "date", "format": "",
+                "description": CREATION_TIMESTAMP_DESCRIPTION, "priority": 0,
+            }));
+        }
+        Ok(Columns {
+            definitions: Value::Array(definitions),
+            paths,
+        })
+    }
+
+    /// `columnDefinitions`, `Name` first.
+    pub fn definitions(&self) -> &Value {
+        &self.definitions
+    }
+
+    /// One object's cells, at `now`.
+    pub fn cells(&self, object: &Value, now: SystemTime) -> Result<Vec<Value>, Unsupported> {
+        let mut cells = Vec::with_capacity(1 + self.paths.len());
+        cells.push(object["metadata"]["name"].clone());
+        for (path, kind) in &self.paths {
+            let found = path.first(object)?;
+            if found.is_some_and(cells::has_negative_zero) {
+                return Err(Unsupported);
+            }
+            cells.push(cells::cell(*kind, found, now));
+        }
+        Ok(cells)
+    }
+}
+
+/// The Table (`meta.k8s.io/v1`) of `list` (a list of the resource, in the
+/// caller's terms), with `columns`, its rows carrying what `include` asks.
+pub fn table(
+    columns: &Columns,
+    list: &Value,
+    include: IncludeObject,
+    now: SystemTime,
+) -> Result<Value, Unsupported> {
+    let mut metadata = Map::new();
+    for key in ["resourceVersion", "continue", "remainingItemCount"] {
+        if let Some(value) = list["metadata"].get(key).filter(|v| !is_empty(v)) {
+            metadata.insert(key.into(), value.clone());
+        }
+    }
+    let items = match &list["items"] {
+        Value::Array(items) => items.as_slice(),
+        Value::Null => &[],
+        _ => return Err(Unsupported),
+    };
+    let mut rows = Vec::with_capacity(items.len());
+    for item in items {
+        let object = match include {
+            IncludeObject::None => Value::Null,
+            IncludeObject::Metadata => json!({
+                "kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                "metadata": object_meta::in_struct_order(&item["metadata"]),
+            }),
+            IncludeObject::Object => item.clone(),
+        };
+        rows.push(json!({"cells": columns.cells(item, now)?, "object": object}));
+    }
+    Ok(json!({
+        "kind": "Table", "apiVersion": "meta.k8s.io/v1",
+        "metadata": metadata,
+        "columnDefinitions": columns.definitions,
+        "rows": rows,
+    }))
+}
+
+/// What Go leaves out of a list's metadata (`omitempty`).
+fn is_empty(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.is_empty(),
+        Value::Null => true,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+        CustomResourceColumnDefinition, CustomResourceDefinitionVersion,
+    };
+
+    fn spec(columns: Vec<CustomResourceColumnDefinition>) -> CustomResourceDefinitionSpec {
+        CustomResourceDefinitionSpec {
+            versions: vec![CustomResourceDefinitionVersion {
+                name: "v1".into(),
+                served: true,
+                storage: true,
+                additional_printer_columns: Some(columns),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn column(name: &str, type_: &str, path: &str) -> CustomResourceColumnDefinition {
+        CustomResourceColumnDefinition {
+            name: name.into(),
+            type_: type_.into(),
+            json_path: path.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_list_becomes_the_table_kube_apiserver_would_give() {
+        let mut phase = column("Phase", "string", ".status.phase");
+        phase.priority = Some(1);
+        phase.description = Some("The phase.".into());
+        let columns = Columns::of(
+            &spec(vec![
+                column("Size", "string", ".spec.size"),
+                column("Replicas", "integer", ".spec.replicas"),
+                phase,
+            ]),
+            "v1",
+        )
+        .unwrap();
+        let list = json!({
+            "apiVersion": "example.com/v1", "kind": "WidgetList",
+            "metadata": {"resourceVersion": "42", "continue": "abc", "remainingItemCount": 3},
+            "items": [
+                {"apiVersion": "example.com/v1", "kind": "Widget",
+                 "metadata": {"name": "a", "namespace": "team", "uid": "u1"},
+                 "spec": {"size": "small", "replicas": 2}},
+                {"apiVersion": "example.com/v1", "kind": "Widget",
+                 "metadata": {"name": "b", "namespace": "team"},
+                 "spec": {}, "status": {"phase": "Ready"}},
+            ],
+        });
+        let now = SystemTime::now();
+        let table = table(&columns, &list, IncludeObject::Metadata, now).unwrap();
+        let text = serde_json::to_string(&table).unwrap();
+        assert!(
+            text.starts_with(r#"{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"42","continue":"abc","remainingItemCount":3},"columnDefinitions":[{"name":"Name","type":"string","format":"name","description":"Name must be unique"#),
+            "{text}"
+        );
+        assert_eq!(
+            table["columnDefinitions"][1],
+            json!({"name": "Size", "type": "string", "format": "",
+                "description": "Custom resource definition column (in JSONPath format): .spec.size",
+                "priority": 0})
+        );
+        assert_eq!(table["columnDefinitions"][3]["priority"], 1);
+        assert_eq!(table["columnDefinitions"][3]["description"], "The phase.");
+        assert_eq!(table["rows"][0]["cells"], json!(["a", "small", 2, null]));
+        assert_eq!(table["rows"][1]["cells"], json!(["b", null, null, "Ready"]));
+        assert_eq!(
+            table["rows"][0]["object"],
+            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                "metadata": {"name": "a", "namespace": "team", "uid": "u1"}})
+        );
+        let none = super::table(&columns, &list, IncludeObject::None, now).unwrap();
+        assert_eq!(none["rows"][1]["object"], Value::Null);
+        let whole = super::table(&columns, &list, IncludeObject::Object, now).unwrap();
+        assert_eq!(whole["rows"][1]["object"], list["items"][1]);
+        let empty = json!({"metadata": {"resourceVersion": "7", "continue": ""}, "items": []});
+        assert_eq!(
+            serde_json::to_string(
+                &super::table(&columns, &empty, IncludeObject::None, now).unwrap()["metadata"]
+            )
+            .unwrap(),
+            r#"{"resourceVersion":"7"}"#
+        );
+        assert_eq!(
+            super::table(&columns, &empty, IncludeObject::None, now).unwrap()["rows"],
+            json!([])
+        );
+    }
+
+    #[test]
+    fn a_version_without_printer_columns_shows_age() {
+        let columns = Columns::of(&spec(vec![]), "v1").unwrap();
+        assert_eq!(columns.definitions[1]["name"], "Age");
+        assert_eq!(columns.definitions[1]["type"], "date");
+        let object =
+            json!({"metadata": {"name": "a", "creationTimestamp": "2027-01-15T07:55:00Z"}});
+        let now = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_800_000_000);
+        assert_eq!(
+            columns.cells(&object, now).unwrap(),
+            vec![json!("a"), json!("5m")]
+        );
+    }
+
+    #[test]
+    fn columns_it_cannot_render_exactly_send_the_request_on() {
+        assert!(Columns::of(&spec(vec![column("X", "string", ".spec..x")]), "v1").is_err());
+        assert!(Columns::of(&spec(vec![]), "v2").is_err(), "no such version");
+        let columns =
+            Columns::of(&spec(vec![column("M", "string", ".spec.map[*]")]), "v1").unwrap();
+        let object = json!({"metadata": {"name": "a"}, "spec": {"map": {"a": 1, "b": 2}}});
+        assert_eq!(columns.cells(&object, SystemTime::now()), Err(Unsupported));
+    }
+}

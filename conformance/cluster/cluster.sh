@@ -236,6 +236,9 @@ start_cluster() { # cluster
     --endpoint-reconciler-type "$reconciler"
     --profiling=false
   )
+  # Logs and port-forwards reach the node's kubelet at its address (the
+  # node's name is no DNS name here).
+  if [ "$node_cluster" = "$c" ]; then apiserver+=(--kubelet-preferred-address-types InternalIP); fi
   # shellcheck disable=SC2206 # extra flags are word-split on purpose
   apiserver+=(${BINDERY_APISERVER_EXTRA_ARGS:-})
   # Tests start a second kube-apiserver of the same cluster (same etcd) from
@@ -248,6 +251,10 @@ start_cluster() { # cluster
   wait_for "$c kube-apiserver" "$dir/kube-apiserver.log" "$dir/kube-apiserver.pid" 90 \
     "$(kubectl_bin)" --kubeconfig "$dir/admin.kubeconfig" get --raw /readyz
 
+  local controllers='*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller,-persistentvolume-binder,-attachdetach,-persistentvolume-expander,-ephemeral-volume,-pvc-protection,-pv-protection,-ttl'
+  # The node's cluster lifts the node's not-ready taint and watches its
+  # health, as a real one does.
+  if [ "$node_cluster" = "$c" ]; then controllers=${controllers/,-nodelifecycle/}; fi
   write_kubeconfig "$dir/controller-manager.kubeconfig" "$server" "$pki/ca.crt" \
     "$pki/controller-manager.crt" "$pki/controller-manager.key" system:kube-controller-manager
   start_process kube-controller-manager "$dir/kube-controller-manager.log" \
@@ -263,7 +270,7 @@ start_cluster() { # cluster
     --root-ca-file "$pki/ca.crt" \
     --cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
     --service-cluster-ip-range 10.0.0.0/24 \
-    --controllers '*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller,-persistentvolume-binder,-attachdetach,-persistentvolume-expander,-ephemeral-volume,-pvc-protection,-pv-protection,-ttl'
+    --controllers "$controllers"
   # The controller-manager is ready once it has published the root CA into
   # the default namespace, which shows its informers and clients work.
   wait_for "$c kube-controller-manager" "$dir/kube-controller-manager.log" \

@@ -14,8 +14,9 @@
 # the pods' subnet 10.88.0.0/24; the clusters of a run with a node listen
 # on every address (the pods reach their kube-apiservers at 10.88.0.1), and
 # the node cluster advertises 10.88.0.1, so its `kubernetes` Service
-# (10.0.0.1) leads there. No traffic leaves the machine: the host forwards
-# nothing (ip_forward stays as it is), and pods have no masquerade.
+# (10.0.0.1) leads there. No traffic leaves the machine: the Service range
+# is routed to the bridge, the host forwards nothing (ip_forward stays as it
+# is), and pods have no masquerade.
 #
 # One node per machine: kube-proxy's iptables chains and the bridge are the
 # machine's. /run/bindery-node.owner names the run dir whose node runs; a
@@ -24,6 +25,8 @@
 NODE_IP=10.88.0.1
 NODE_BRIDGE=bindery0
 NODE_POD_SUBNET=10.88.0.0/24
+# cluster.sh's --service-cluster-ip-range.
+NODE_SERVICE_RANGE=10.0.0.0/24
 NODE_NAME=bindery-node
 NODE_OWNER_FILE=/run/bindery-node.owner
 
@@ -48,6 +51,10 @@ node_prepare() {
   ip link add "$NODE_BRIDGE" type bridge
   ip addr add "$NODE_IP/24" dev "$NODE_BRIDGE"
   ip link set "$NODE_BRIDGE" up
+  # The clusters' Service range leads to the bridge: kube-proxy rewrites
+  # what it knows to pods or the node; anything it does not know stays on
+  # the bridge instead of taking the machine's default route.
+  ip route add "$NODE_SERVICE_RANGE" dev "$NODE_BRIDGE"
   # Service traffic between pods on the same bridge must pass iptables.
   if [ -w /proc/sys/net/bridge/bridge-nf-call-iptables ]; then
     echo 1 >/proc/sys/net/bridge/bridge-nf-call-iptables
@@ -101,6 +108,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$pause"
   netns_mounts_under_state_dir = true
+  # This machine's root lacks CAP_SYS_RESOURCE, so no process may lower its
+  # oom_score_adj below 0 (the pause container's -998 would fail): keep
+  # every container's at or above containerd's own.
+  restrict_oom_score_adj = true
   enable_selinux = false
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
@@ -137,11 +148,13 @@ cgroupRoot: /bindery-node
 # beside them), and has no swap limit to enforce.
 failCgroupV1: false
 failSwapOn: false
-podLogsDirectory: $dir/pod-logs
+podLogsDir: $dir/pod-logs
 staticPodPath: ""
 resolvConf: /etc/resolv.conf
 maxPods: 30
 serializeImagePulls: false
+# No lower than 0: see restrict_oom_score_adj in containerd.toml.
+oomScoreAdj: 0
 evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available: 2%}
 imageGCHighThresholdPercent: 99
 imageGCLowThresholdPercent: 98
@@ -159,6 +172,7 @@ clusterCIDR: $NODE_POD_SUBNET
 bindAddress: $NODE_IP
 healthzBindAddress: ""
 metricsBindAddress: ""
+oomScoreAdj: 0
 # Leave the machine's conntrack table size alone.
 conntrack: {maxPerCore: 0}
 iptables: {localhostNodePorts: false}
@@ -166,11 +180,13 @@ nodePortAddresses: ["$NODE_IP/32"]
 EOF
 }
 
+# Ready, and schedulable: the node lifecycle controller has lifted the
+# kubelet's not-ready taint.
 node_ready() { # kubeconfig
   local ready
   ready=$("$(kubectl_bin)" --kubeconfig "$1" get node "$NODE_NAME" \
-    -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)
-  [ "$ready" = True ]
+    -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status} {.spec.taints}' 2>/dev/null)
+  [ "$ready" = "True " ]
 }
 
 # kube-proxy has written the rules of the node cluster's `kubernetes` Service.
@@ -199,6 +215,17 @@ node_up() { # cluster
     --authentication-kubeconfig "$kubeconfig" --authorization-kubeconfig "$kubeconfig" \
     --leader-elect=false --bind-address 127.0.0.1 --secure-port 0
 
+  # The kubelet's cgroup root exists in every cgroup v1 hierarchy; a new
+  # cpuset starts empty, so it takes its parent's CPUs and memory nodes.
+  local hierarchy
+  for hierarchy in /sys/fs/cgroup/*/; do
+    [ -f "$hierarchy/cgroup.procs" ] || continue
+    mkdir -p "$hierarchy/bindery-node"
+  done
+  if [ -f /sys/fs/cgroup/cpuset/cpuset.cpus ]; then
+    cat /sys/fs/cgroup/cpuset/cpuset.cpus >/sys/fs/cgroup/cpuset/bindery-node/cpuset.cpus
+    cat /sys/fs/cgroup/cpuset/cpuset.mems >/sys/fs/cgroup/cpuset/bindery-node/cpuset.mems
+  fi
   local kubelet_port
   read -r kubelet_port < <(free_ports 1)
   node_kubelet_config "$dir" "$kubelet_port"
@@ -212,7 +239,11 @@ node_up() { # cluster
   wait_for "$c kubelet (node $NODE_NAME Ready)" "$dir/kubelet.log" "$dir/kubelet.pid" 120 \
     node_ready "$kubeconfig"
   wait_for "$c kube-proxy" "$dir/kube-proxy.log" "$dir/kube-proxy.pid" 60 node_proxy_ready
-  wait_for "$c kube-scheduler" "$dir/kube-scheduler.log" "$dir/kube-scheduler.pid" 5 true
+  if ! alive "$dir/kube-scheduler.pid"; then
+    echo "cluster.sh: $c kube-scheduler exited during start-up" >&2
+    log_tail "$dir/kube-scheduler.log"
+    return 1
+  fi
 }
 
 node_status() {

@@ -117,7 +117,7 @@ fn start() -> Result<Clusters, String> {
 
 /// The cluster `name` in what `cluster.sh up` printed (`env`), its keys
 /// starting with `prefix`.
-fn cluster_of(env: &str, name: &'static str, prefix: &str) -> Result<Cluster, String> {
+pub fn cluster_of(env: &str, name: &'static str, prefix: &str) -> Result<Cluster, String> {
     let lookup = |key: &str| -> Result<String, String> {
         env.lines()
             .find_map(|line| line.strip_prefix(&format!("{key}=")))

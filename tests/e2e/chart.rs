@@ -33,10 +33,7 @@ pub fn chart_dir() -> PathBuf {
 
 /// Runs helm with `args` and returns its stdout; fails the test if helm fails.
 pub fn run_helm(args: &[&str]) -> String {
-    let output = Command::new(helm())
-        .args(args)
-        .output()
-        .expect("helm runs");
+    let output = Command::new(helm()).args(args).output().expect("helm runs");
     assert!(
         output.status.success(),
         "helm {} failed ({}):\n{}{}",
@@ -94,7 +91,10 @@ fn helm_lint_passes_in_every_mode() {
     let chart = chart.to_str().unwrap();
     for sets in [
         &[][..],
-        &["provider.kubeconfigSecret=bindery-provider", "serviceMonitor.enabled=true"][..],
+        &[
+            "provider.kubeconfigSecret=bindery-provider",
+            "serviceMonitor.enabled=true",
+        ][..],
         &["rbac.providerOnly=true"][..],
         &["pki.existingSecret=bindery-pki", "replicaCount=1"][..],
     ] {
@@ -189,13 +189,13 @@ fn the_rendered_chart_is_accepted_by_the_test_clusters() {
     let binding = find(&rendered, "ClusterRoleBinding").unwrap();
     assert_eq!(binding["subjects"][0]["namespace"], namespace.as_str());
     assert_eq!(
-        find(&rendered, "Deployment").unwrap()["spec"]["template"]["spec"]
-            ["automountServiceAccountToken"],
+        find(&rendered, "Deployment").unwrap()["spec"]["template"]["spec"]["automountServiceAccountToken"],
         true
     );
-    clusters()
-        .provider
-        .kubectl_with_stdin(&["apply", "--dry-run=server", "-f", "-"], Some(&in_provider));
+    clusters().provider.kubectl_with_stdin(
+        &["apply", "--dry-run=server", "-f", "-"],
+        Some(&in_provider),
+    );
 
     // Only the provider side, for a bindery that runs elsewhere.
     let provider_only = template(&namespace, &["rbac.providerOnly=true"]);

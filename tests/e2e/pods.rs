@@ -65,9 +65,7 @@ fn node_run() -> NodeRun {
 }
 
 fn run(what: &str, command: &mut Command) -> String {
-    let output = command
-        .output()
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let output = command.output().unwrap_or_else(|e| panic!("{what}: {e}"));
     assert!(
         output.status.success(),
         "{what} failed ({}):\n{}{}",
@@ -94,7 +92,14 @@ fn image(node: &NodeRun) -> (String, String) {
     run(
         "ctr images import",
         Command::new("ctr")
-            .args(["--address", &node.containerd, "-n", "k8s.io", "images", "import"])
+            .args([
+                "--address",
+                &node.containerd,
+                "-n",
+                "k8s.io",
+                "images",
+                "import",
+            ])
             .arg(&archive),
     );
     (repository.to_string(), tag.to_string())
@@ -177,9 +182,13 @@ fn port_forward(app: &Cluster) -> PortForward {
         .spawn()
         .expect("kubectl port-forward runs");
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    stdout
         .read_line(&mut line)
         .expect("port-forward prints its port");
+    // It prints a line for every connection: keep reading, or it dies of
+    // a broken pipe.
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
     // "Forwarding from 127.0.0.1:40123 -> 8443"
     let port = line
         .split_whitespace()
@@ -204,7 +213,7 @@ fn wait_until(what: &str, seconds: u64, mut done: impl FnMut() -> Result<(), Str
 }
 
 #[test]
-fn bindery_runs_as_pods_of_the_chart_and_serves_through_the_aggregator() {
+fn bindery_runs_as_pods_and_serves_through_the_aggregator() {
     let node = node_run();
     let (provider, app) = (&node.provider, &node.app);
     let scratch = node.dir.join("pods-test");
@@ -477,7 +486,7 @@ fn rolling_restart_under_a_watch(app: &Cluster, node: &NodeRun) {
                 let mut rounds = 0;
                 while !stop.load(std::sync::atomic::Ordering::SeqCst) {
                     rounds += 1;
-                    let params = WatchParams::default().timeout(60).allow_bookmarks();
+                    let params = WatchParams::default().timeout(60);
                     let stream = match api.watch(&params, &version).await {
                         Ok(stream) => stream,
                         Err(e) => {

@@ -15,8 +15,12 @@
 # on every address (the pods reach their kube-apiservers at 10.88.0.1), and
 # the node cluster advertises 10.88.0.1, so its `kubernetes` Service
 # (10.0.0.1) leads there. No traffic leaves the machine: the Service range
-# is routed to the bridge, the host forwards nothing (ip_forward stays as it
-# is), and pods have no masquerade.
+# is routed to the bridge, pods have no masquerade, and the host forwards
+# nothing: node_prepare gives the bridge its address itself, so the bridge
+# plugin runs with isGateway false and leaves ip_forward alone (pods reach
+# the node and, through kube-proxy, Services that lead to it; a Service
+# leading from a pod to another pod would need forwarding, which nothing
+# here uses).
 #
 # One node per machine: kube-proxy's iptables chains and the bridge are the
 # machine's. /run/bindery-node.owner names the run dir whose node runs; a
@@ -61,13 +65,27 @@ node_prepare() {
   fi
 }
 
-# What a node leaves on the machine outside its run dir: kube-proxy's rules
-# and the bridge.
+# What a node leaves on the machine outside its run dir: kube-proxy's and the
+# kubelet's iptables chains, and the bridge.
 node_cleanup_machine() {
   local bin=${KUBE_NODE_BIN_DIR:-$(cat "$(node_dir)/bin-dir" 2>/dev/null || true)}
   if [ -n "$bin" ] && [ -x "$bin/kube-proxy" ]; then
     "$bin/kube-proxy" --cleanup >/dev/null 2>&1 || true
   fi
+  # The kubelet's own chains: its canaries, the iptables hint, and the
+  # firewall chain (dropping outside traffic to 127.0.0.0/8) with its jumps.
+  local tables table
+  for tables in iptables ip6tables; do
+    command -v "$tables" >/dev/null 2>&1 || continue
+    while "$tables" -t filter -D INPUT -j KUBE-FIREWALL 2>/dev/null; do :; done
+    while "$tables" -t filter -D OUTPUT -j KUBE-FIREWALL 2>/dev/null; do :; done
+    "$tables" -t filter -F KUBE-FIREWALL 2>/dev/null || true
+    "$tables" -t filter -X KUBE-FIREWALL 2>/dev/null || true
+    for table in filter nat mangle; do
+      "$tables" -t "$table" -X KUBE-KUBELET-CANARY 2>/dev/null || true
+    done
+    "$tables" -t mangle -X KUBE-IPTABLES-HINT 2>/dev/null || true
+  done
   ip link del "$NODE_BRIDGE" 2>/dev/null || true
 }
 
@@ -80,12 +98,12 @@ node_containerd_config() { # node-dir pause-image
   "name": "bindery",
   "plugins": [
     {
-      "type": "bridge", "bridge": "$NODE_BRIDGE", "isGateway": true,
+      "type": "bridge", "bridge": "$NODE_BRIDGE", "isGateway": false,
       "ipMasq": false, "hairpinMode": true,
       "ipam": {
         "type": "host-local", "dataDir": "$dir/cni-ipam",
         "ranges": [[{"subnet": "$NODE_POD_SUBNET", "gateway": "$NODE_IP"}]],
-        "routes": [{"dst": "0.0.0.0/0"}]
+        "routes": [{"dst": "0.0.0.0/0", "gw": "$NODE_IP"}]
       }
     },
     {"type": "portmap", "capabilities": {"portMappings": true}}

@@ -12,6 +12,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
 /// One running test cluster.
+#[derive(Clone)]
 pub struct Cluster {
     pub name: &'static str,
     pub kubeconfig: PathBuf,

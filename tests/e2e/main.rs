@@ -33,6 +33,7 @@ mod operations;
 mod owners;
 mod pods;
 mod recording_server;
+mod rolling_restart;
 mod serving;
 mod side_by_side;
 mod smoke;

@@ -214,6 +214,7 @@ fn wait_until(what: &str, seconds: u64, mut done: impl FnMut() -> Result<(), Str
 
 #[test]
 fn bindery_runs_as_pods_and_serves_through_the_aggregator() {
+    let forwarding = std::fs::read_to_string("/proc/sys/net/ipv4/ip_forward").unwrap();
     let node = node_run();
     let (provider, app) = (&node.provider, &node.app);
     let scratch = node.dir.join("pods-test");
@@ -334,6 +335,13 @@ fn bindery_runs_as_pods_and_serves_through_the_aggregator() {
         assert_eq!(fields[3], format!("{repository}:{tag}"), "{pod}");
     }
 
+    // The node routes nothing off the machine for its pods.
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/net/ipv4/ip_forward").unwrap(),
+        forwarding,
+        "the node changed ip_forward"
+    );
+
     // Bind, reaching /bind through the chart's Service, with a kubeconfig
     // of the app cluster that the pods can use too.
     let serving_ca = scratch.join("serving-ca.crt");
@@ -380,21 +388,38 @@ fn bindery_runs_as_pods_and_serves_through_the_aggregator() {
 
     // The consumer's Service selects the pods, and the APIService is
     // Available through it.
-    let consumer = app.kube_system_uid();
-    let endpoints = app.kubectl(&[
+    let cluster_namespace =
+        bindery::controllers::naming::cluster_namespace("kube-bind-", app.kube_system_uid().trim());
+    let consumer = cluster_namespace.trim_start_matches("kube-bind-");
+    let service = format!("bindery-{consumer}");
+    let service_type = app.kubectl(&[
         "-n",
         "kube-bind",
         "get",
-        "endpointslices",
-        "-l",
-        &format!("kubernetes.io/service-name=bindery-{consumer}"),
+        "service",
+        &service,
         "-o",
-        "jsonpath={.items[*].endpoints[*].addresses[*]}",
+        "jsonpath={.spec.type}",
     ]);
-    assert!(
-        endpoints.split(' ').all(|a| a.starts_with("10.88.0.")) && endpoints.contains("10.88.0."),
-        "the consumer's Service leads to the pods: {endpoints:?}"
-    );
+    assert_eq!(service_type, "ClusterIP");
+    wait_until("the consumer's Service leads to the two pods", 60, || {
+        let endpoints = app.kubectl(&[
+            "-n",
+            "kube-bind",
+            "get",
+            "endpointslices",
+            "-l",
+            &format!("kubernetes.io/service-name={service}"),
+            "-o",
+            "jsonpath={.items[*].endpoints[*].addresses[*]}",
+        ]);
+        let addresses: Vec<&str> = endpoints.split_whitespace().collect();
+        if addresses.len() == 2 && addresses.iter().all(|a| a.starts_with("10.88.0.")) {
+            Ok(())
+        } else {
+            Err(endpoints)
+        }
+    });
     wait_until("APIService v1.db.example.com Available", 90, || {
         let status = app.kubectl(&[
             "get",
@@ -421,7 +446,7 @@ fn bindery_runs_as_pods_and_serves_through_the_aggregator() {
     assert!(listed.contains("orders"), "{listed}");
     provider.kubectl(&[
         "-n",
-        &format!("kube-bind-{consumer}-default"),
+        &format!("{cluster_namespace}-default"),
         "get",
         "postgresqlinstances",
         "orders",
@@ -439,165 +464,5 @@ fn bindery_runs_as_pods_and_serves_through_the_aggregator() {
         "the pods logged the requests they served:\n{logs}"
     );
 
-    rolling_restart_under_a_watch(app, &node);
-}
-
-/// A watch of the bound resource through the aggregator, resumed from its
-/// last resourceVersion whenever the server ends it (as client-go's
-/// watchers do), sees every object created before, during and after a
-/// rolling restart of the Deployment, and no error.
-fn rolling_restart_under_a_watch(app: &Cluster, node: &NodeRun) {
-    use futures::StreamExt;
-    use kube::api::{Api, ApiResource, DynamicObject, PostParams, WatchEvent, WatchParams};
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let before: Vec<String> = app
-        .kubectl(&[
-            "-n",
-            "kube-bind",
-            "get",
-            "pods",
-            "-o",
-            "jsonpath={.items[*].metadata.uid}",
-        ])
-        .split(' ')
-        .map(str::to_string)
-        .collect();
-    runtime.block_on(async {
-        let client = app.client().await;
-        let resource = ApiResource::from_gvk_with_plural(
-            &kube::core::GroupVersionKind::gvk("db.example.com", "v1", "PostgreSQLInstance"),
-            "postgresqlinstances",
-        );
-        let api: Api<DynamicObject> = Api::namespaced_with(client, "default", &resource);
-        let version = api
-            .list(&Default::default())
-            .await
-            .expect("list through the aggregator")
-            .metadata
-            .resource_version
-            .unwrap();
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-        let errors = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let watch = {
-            let (api, seen, errors, stop) = (api.clone(), seen.clone(), errors.clone(), stop.clone());
-            tokio::spawn(async move {
-                let mut version = version;
-                let mut rounds = 0;
-                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                    rounds += 1;
-                    let params = WatchParams::default().timeout(60);
-                    let stream = match api.watch(&params, &version).await {
-                        Ok(stream) => stream,
-                        Err(e) => {
-                            errors.lock().unwrap().push(format!("starting the watch: {e}"));
-                            tokio::time::sleep(Duration::from_millis(500)).await;
-                            continue;
-                        }
-                    };
-                    let mut stream = stream.boxed();
-                    while let Some(event) = stream.next().await {
-                        match event {
-                            Ok(WatchEvent::Added(o)) | Ok(WatchEvent::Modified(o)) | Ok(WatchEvent::Deleted(o)) => {
-                                version = o.metadata.resource_version.clone().unwrap_or(version);
-                                seen.lock().unwrap().push(o.metadata.name.unwrap_or_default());
-                            }
-                            Ok(WatchEvent::Bookmark(b)) => version = b.metadata.resource_version,
-                            Ok(WatchEvent::Error(e)) => errors.lock().unwrap().push(format!("watch event: {e:?}")),
-                            Err(e) => errors.lock().unwrap().push(format!("watch stream: {e}")),
-                        }
-                    }
-                }
-                rounds
-            })
-        };
-        let create = |name: String| {
-            let api = api.clone();
-            async move {
-                let object: DynamicObject = serde_json::from_value(serde_json::json!({
-                    "apiVersion": "db.example.com/v1", "kind": "PostgreSQLInstance",
-                    "metadata": {"name": name}, "spec": {"plan": "small"},
-                }))
-                .unwrap();
-                api.create(&PostParams::default(), &object).await.map(|_| ()).map_err(|e| format!("create {name}: {e}"))
-            }
-        };
-        let mut created = vec![];
-        let mut create_errors = vec![];
-        create("before-restart".into()).await.expect("a create before the restart");
-        created.push("before-restart".to_string());
-
-        let restart = Command::new(kubectl_path())
-            .arg("--kubeconfig")
-            .arg(&app.kubeconfig)
-            .args(["-n", "kube-bind", "rollout", "restart", "deployment/bindery"])
-            .output()
-            .unwrap();
-        assert!(restart.status.success(), "{}", String::from_utf8_lossy(&restart.stderr));
-        let mut status = Command::new(kubectl_path())
-            .arg("--kubeconfig")
-            .arg(&app.kubeconfig)
-            .args(["-n", "kube-bind", "rollout", "status", "deployment/bindery", "--timeout=240s"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut n = 0;
-        let rolled = loop {
-            if let Some(exit) = status.try_wait().unwrap() {
-                break exit;
-            }
-            n += 1;
-            let name = format!("during-restart-{n}");
-            match create(name.clone()).await {
-                Ok(()) => created.push(name),
-                Err(e) => create_errors.push(e),
-            }
-            tokio::time::sleep(Duration::from_secs(2)).await;
-        };
-        assert!(rolled.success(), "the rollout did not finish:\n{}", pods_report(app));
-        create("after-restart".into()).await.expect("a create after the restart");
-        created.push("after-restart".to_string());
-
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let missing: Vec<String> = {
-                let seen = seen.lock().unwrap();
-                created.iter().filter(|c| !seen.contains(c)).cloned().collect()
-            };
-            if missing.is_empty() {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the watch never saw {missing:?}; its errors: {:?}",
-                errors.lock().unwrap()
-            );
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-        stop.store(true, std::sync::atomic::Ordering::SeqCst);
-        watch.abort();
-        let errors = errors.lock().unwrap().clone();
-        assert!(
-            errors.is_empty() && create_errors.is_empty(),
-            "a rolling restart of bindery's Deployment (pods stopped with SIGTERM) reached the client: \
-             watch errors {errors:?}, failed creates {create_errors:?}; in {}",
-            node.dir.display()
-        );
-    });
-    // Every pod was replaced (the old ones may take their grace period to go).
-    wait_until("the old pods gone", 90, || {
-        let after = app.kubectl(&[
-            "-n",
-            "kube-bind",
-            "get",
-            "pods",
-            "-o",
-            "jsonpath={.items[*].metadata.uid}",
-        ]);
-        match before.iter().find(|uid| after.contains(uid.as_str())) {
-            None => Ok(()),
-            Some(uid) => Err(format!("{uid} is still there: {after}")),
-        }
-    });
+    crate::rolling_restart::under_a_watch(app, &node.dir);
 }

@@ -465,4 +465,37 @@ fn bindery_runs_as_pods_and_serves_through_the_aggregator() {
     );
 
     crate::rolling_restart::under_a_watch(app, &node.dir);
+    down_leaves_nothing(&node);
+}
+
+/// `cluster.sh down` stops the node and takes along what it made outside
+/// its run dir: no process, mount or shim of the run is left, nor the
+/// bridge, the iptables chains of kube-proxy and the kubelet, the node's
+/// cgroups or the machine's record of the node.
+fn down_leaves_nothing(node: &NodeRun) {
+    let down = cluster_script("down", &node.dir)
+        .output()
+        .expect("cluster.sh runs");
+    assert!(
+        down.status.success(),
+        "{}",
+        String::from_utf8_lossy(&down.stderr)
+    );
+    let dir = node.dir.to_string_lossy().to_string();
+    let processes = run("pgrep", Command::new("pgrep").args(["-af", "."]));
+    let left: Vec<&str> = processes.lines().filter(|l| l.contains(&dir)).collect();
+    assert!(left.is_empty(), "processes left: {left:?}");
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(&dir), "mounts left below {dir}");
+    let links = run("ip link", Command::new("ip").args(["-br", "link"]));
+    assert!(!links.contains("bindery0"), "{links}");
+    for table in ["filter", "nat", "mangle"] {
+        let rules = run(
+            "iptables",
+            Command::new("iptables").args(["-t", table, "-S"]),
+        );
+        assert!(!rules.contains("KUBE-"), "{table}: {rules}");
+    }
+    assert!(!Path::new("/sys/fs/cgroup/pids/bindery-node").exists());
+    assert!(!Path::new("/run/bindery-node.owner").exists());
 }

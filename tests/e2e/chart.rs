@@ -8,8 +8,14 @@ use crate::fixture::{clusters, repo_root, scratch_dir, unique_name};
 use std::path::PathBuf;
 use std::process::Command;
 
-/// The pinned helm binary (built on first use, cached by version).
+/// The pinned helm binary (built on first use, cached by version; once per
+/// test run, so that tests starting together do not build it twice).
 pub fn helm() -> PathBuf {
+    static HELM: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    HELM.get_or_init(build_helm).clone()
+}
+
+fn build_helm() -> PathBuf {
     let output = Command::new(repo_root().join("conformance/cluster/build.sh"))
         .arg("--helm")
         .output()

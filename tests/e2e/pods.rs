@@ -323,7 +323,7 @@ fn bindery_runs_as_pods_and_serves_through_the_aggregator() {
         "-l",
         "app.kubernetes.io/name=bindery-server",
         "-o",
-        "jsonpath={range .items[*]}{.spec.nodeName} {.status.podIP} {.status.containerStatuses[0].ready} {.spec.containers[0].image}{\"\\n\"}{end}",
+        "jsonpath={range .items[*]}{.spec.nodeName} {.status.podIP} {.status.containerStatuses[0].ready} {.spec.containers[0].image} {.metadata.name}{\"\\n\"}{end}",
     ]);
     let pods: Vec<&str> = pods.lines().collect();
     assert_eq!(pods.len(), 2, "{pods:?}");
@@ -334,6 +334,29 @@ fn bindery_runs_as_pods_and_serves_through_the_aggregator() {
         assert_eq!(fields[2], "true", "{pod}");
         assert_eq!(fields[3], format!("{repository}:{tag}"), "{pod}");
     }
+    // One of them leads the provider-side controllers, by the Lease in the
+    // provider that the chart's RBAC lets it hold.
+    let names: Vec<&str> = pods.iter().filter_map(|p| p.split(' ').nth(4)).collect();
+    wait_until("a pod holds the controllers' Lease", 60, || {
+        let holder = provider.kubectl_output(
+            &[
+                "-n",
+                "kube-system",
+                "get",
+                "lease",
+                "bindery-controllers",
+                "-o",
+                "jsonpath={.spec.holderIdentity}",
+            ],
+            None,
+        );
+        let holder = String::from_utf8_lossy(&holder.stdout).to_string();
+        if names.contains(&holder.trim()) {
+            Ok(())
+        } else {
+            Err(format!("holder {holder:?}, pods {names:?}"))
+        }
+    });
 
     // The node routes nothing off the machine for its pods.
     assert_eq!(

@@ -209,6 +209,22 @@ fn the_rendered_chart_is_accepted_by_the_test_clusters() {
         kinds(&objects(&provider_only)),
         ["ClusterRole", "ClusterRoleBinding", "ServiceAccount"]
     );
+    // With a scraper allowed /metrics.
+    let provider_only = template(
+        &namespace,
+        &[
+            "rbac.providerOnly=true",
+            "rbac.metricsReaders[0].kind=ServiceAccount",
+            "rbac.metricsReaders[0].name=prometheus",
+            "rbac.metricsReaders[0].namespace=monitoring",
+        ],
+    );
+    let rendered = objects(&provider_only);
+    let reader = rendered
+        .iter()
+        .find(|o| o["metadata"]["name"] == "bindery:metrics-reader" && o["kind"] == "ClusterRole")
+        .expect("the metrics reader role");
+    assert_eq!(reader["rules"][0]["nonResourceURLs"][0], "/metrics");
     clusters().provider.kubectl_with_stdin(
         &["apply", "--dry-run=server", "-f", "-"],
         Some(&provider_only),

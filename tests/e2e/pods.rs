@@ -161,8 +161,8 @@ fn write_kubeconfig(path: &Path, server: &str, ca: &Path, user: serde_json::Valu
     std::fs::write(path, serde_json::to_string(&kubeconfig).unwrap()).unwrap();
 }
 
-/// `kubectl port-forward` to the chart's Service; the local port, and the
-/// process (killed on drop).
+/// `kubectl port-forward` to `target` (the chart's Service, a pod) in
+/// `kube-bind`; the local port, and the process (killed on drop).
 struct PortForward(std::process::Child, u16);
 
 impl Drop for PortForward {
@@ -172,11 +172,17 @@ impl Drop for PortForward {
     }
 }
 
-fn port_forward(app: &Cluster) -> PortForward {
+fn port_forward(app: &Cluster, target: &str, port: &str) -> PortForward {
     let mut child = Command::new(kubectl_path())
         .arg("--kubeconfig")
         .arg(&app.kubeconfig)
-        .args(["-n", "kube-bind", "port-forward", "svc/bindery", ":443"])
+        .args([
+            "-n",
+            "kube-bind",
+            "port-forward",
+            target,
+            &format!(":{port}"),
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -246,6 +252,13 @@ fn bindery_runs_as_pods_and_serves_through_the_aggregator() {
     provider.kubectl(&["apply", "-f", &file("examples/templates.yaml")]);
     provider.kubectl(&["apply", "-f", &file("examples/binder.yaml")]);
     provider.kubectl(&["create", "namespace", "bindery-system"]);
+    provider.kubectl(&[
+        "-n",
+        "bindery-system",
+        "create",
+        "serviceaccount",
+        "scraper",
+    ]);
     let chart = chart_dir().to_string_lossy().to_string();
     helm_in(
         provider,
@@ -257,6 +270,12 @@ fn bindery_runs_as_pods_and_serves_through_the_aggregator() {
             "bindery-system",
             "--set",
             "rbac.providerOnly=true",
+            "--set",
+            "rbac.metricsReaders[0].kind=ServiceAccount",
+            "--set",
+            "rbac.metricsReaders[0].name=scraper",
+            "--set",
+            "rbac.metricsReaders[0].namespace=bindery-system",
         ],
     );
     let provider_token = provider.kubectl(&[
@@ -394,7 +413,7 @@ fn bindery_runs_as_pods_and_serves_through_the_aggregator() {
         serde_json::json!({"client-certificate": cert, "client-key": key}),
     );
     let binder_token = provider.kubectl(&["-n", "bindery-binders", "create", "token", "binder"]);
-    let forward = port_forward(app);
+    let forward = port_forward(app, "svc/bindery", "443");
     run(
         "bindery bind --in-cluster",
         Command::new(env!("CARGO_BIN_EXE_bindery"))
@@ -487,8 +506,58 @@ fn bindery_runs_as_pods_and_serves_through_the_aggregator() {
         "the pods logged the requests they served:\n{logs}"
     );
 
+    scrape_metrics(app, provider, &serving_ca);
     crate::rolling_restart::under_a_watch(app, &node.dir);
     down_leaves_nothing(&node);
+}
+
+/// /metrics of each pod: a provider ServiceAccount that the chart's
+/// `rbac.metricsReaders` names reads it, and the pods together counted the
+/// requests they served through the aggregator; no credentials is a 401.
+fn scrape_metrics(app: &Cluster, provider: &Cluster, serving_ca: &Path) {
+    let token = provider.kubectl(&["-n", "bindery-system", "create", "token", "scraper"]);
+    let pods = app.kubectl(&[
+        "-n",
+        "kube-bind",
+        "get",
+        "pods",
+        "-l",
+        "app.kubernetes.io/name=bindery-server",
+        "-o",
+        "jsonpath={.items[*].metadata.name}",
+    ]);
+    let mut counted = vec![];
+    for pod in pods.split_whitespace() {
+        let forward = port_forward(app, &format!("pod/{pod}"), "8443");
+        let url = format!("https://localhost:{}/metrics", forward.1);
+        let scrape = |token: Option<&str>| {
+            let mut curl = Command::new("curl");
+            curl.arg("--cacert").arg(serving_ca).arg(&url);
+            if let Some(token) = token {
+                curl.args(["-H", &format!("Authorization: Bearer {token}")]);
+            }
+            crate::fixture::curl_json(curl)
+        };
+        let (status, body) = scrape(Some(token.trim()));
+        let text = body.as_str().unwrap_or_default().to_string();
+        assert_eq!(status, 200, "{pod}: {text}");
+        counted.extend(
+            text.lines()
+                .filter(|l| {
+                    l.starts_with("apiserver_request_total{")
+                        && l.contains("endpoint=\"aggregated\"")
+                        && l.contains("postgresqlinstances")
+                        && !l.ends_with(" 0")
+                })
+                .map(|l| format!("{pod}: {l}")),
+        );
+        let (status, _) = scrape(None);
+        assert_eq!(status, 401, "{pod} without credentials");
+    }
+    assert!(
+        !counted.is_empty(),
+        "no pod counted an aggregated request for postgresqlinstances"
+    );
 }
 
 /// `cluster.sh down` stops the node and takes along what it made outside

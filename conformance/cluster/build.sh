@@ -2,8 +2,10 @@
 # Builds the pinned kube-apiserver, kube-controller-manager and etcd from their
 # Go modules with the machine's Go toolchain, into a cache keyed by version.
 # A second run with the same versions does nothing and prints the cached paths.
+# --node adds the test node's kubelet and kube-proxy (same Kubernetes module)
+# and its pause program; --helm adds the helm CLI the chart tests run.
 #
-# Usage: conformance/cluster/build.sh            # build if missing, print bin dirs
+# Usage: conformance/cluster/build.sh [--node] [--helm]   # build if missing, print bin dirs
 # Env:   BINDERY_CACHE_DIR (default ~/.cache/bindery)
 set -euo pipefail
 
@@ -15,6 +17,19 @@ goos_arch=$(go env GOOS)-$(go env GOARCH)
 
 kube_dir=$cache/bin/kubernetes-$KUBERNETES_VERSION-$goos_arch
 etcd_dir=$cache/bin/etcd-$ETCD_VERSION-$goos_arch
+node_dir=$cache/bin/kubernetes-node-$KUBERNETES_VERSION-$goos_arch
+helm_dir=$cache/bin/helm-$HELM_VERSION-$goos_arch
+# The pause program is the project's own: keyed by its source's hash.
+pause_dir=$cache/bin/pause-$(cat "$here/gobuild/pause/go.mod" "$here/gobuild/pause/main.go" | sha256sum | cut -c1-16)-$goos_arch
+
+want_node=false want_helm=false
+for arg in "$@"; do
+  case $arg in
+    --node) want_node=true ;;
+    --helm) want_helm=true ;;
+    *) echo "build.sh: unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
 
 check_pin() { # module-dir expected-version
   grep -q " $2\$" "$1/go.mod" || {
@@ -24,6 +39,7 @@ check_pin() { # module-dir expected-version
 }
 check_pin "$here/gobuild/kubernetes" "$KUBERNETES_VERSION"
 check_pin "$here/gobuild/etcd" "$ETCD_VERSION"
+check_pin "$here/gobuild/helm" "$HELM_VERSION"
 
 build_into() { # out-dir module-dir ldflags package...
   local out=$1 mod=$2 ldflags=$3
@@ -49,3 +65,15 @@ build_into "$kube_dir" "$here/gobuild/kubernetes" "$kube_ldflags" \
 build_into "$etcd_dir" "$here/gobuild/etcd" "-s -w" .
 echo "KUBE_BIN_DIR=$kube_dir"
 echo "ETCD_BIN_DIR=$etcd_dir"
+if $want_node; then
+  build_into "$node_dir" "$here/gobuild/kubernetes" "$kube_ldflags" \
+    k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kube-scheduler
+  build_into "$pause_dir" "$here/gobuild/pause" "-s -w" .
+  echo "KUBE_NODE_BIN_DIR=$node_dir"
+  echo "PAUSE_BIN_DIR=$pause_dir"
+fi
+if $want_helm; then
+  build_into "$helm_dir" "$here/gobuild/helm" "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+    helm.sh/helm/v3/cmd/helm
+  echo "HELM_BIN_DIR=$helm_dir"
+fi

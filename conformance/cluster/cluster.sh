@@ -4,8 +4,9 @@
 # "reference").
 # Each cluster is its own etcd, kube-apiserver and kube-controller-manager, with
 # real TLS, RBAC, a service-account issuer and a front-proxy CA for aggregation.
+# `--node NAME` gives that cluster a node that runs pods (node.sh).
 #
-#   cluster.sh up     [--run-dir DIR] [--owner-pid PID] [--cluster NAME]...
+#   cluster.sh up     [--run-dir DIR] [--owner-pid PID] [--cluster NAME]... [--node NAME]
 #                                                         start (no-op if already up)
 #   cluster.sh down   [--run-dir DIR]                     stop  (no-op if already down)
 #   cluster.sh status [--run-dir DIR]                     exit 0 iff every cluster is ready
@@ -15,6 +16,8 @@
 #   their own pid, so a killed test run leaves nothing behind).
 # --cluster: the clusters to run (default: provider app); `up` records them in
 #   the run dir, and `down`/`status` act on the recorded ones.
+# --node: one of those clusters gets a node (containerd, kubelet, kube-proxy,
+#   kube-scheduler; one per machine); its clusters then listen on every address.
 # Env: BINDERY_BIN   the bindery binary that makes certificates (default: cargo build)
 #      KUBECTL       kubectl to use (default: kubectl.1.33 if present, else kubectl)
 #      BINDERY_CACHE_DIR  where build.sh caches binaries
@@ -29,11 +32,13 @@ cmd=${1:-}
 run_dir=$repo/.run
 owner_pid=
 wanted=()
+wanted_node=
 while [ $# -gt 0 ]; do
   case $1 in
     --run-dir) run_dir=$2; shift 2 ;;
     --owner-pid) owner_pid=$2; shift 2 ;;
     --cluster) wanted+=("$2"); shift 2 ;;
+    --node) wanted_node=$2; shift 2 ;;
     *) echo "cluster.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -46,6 +51,9 @@ if [ -f "$run_dir/clusters" ]; then
 else
   clusters=("${wanted[@]}")
 fi
+node_cluster=$(cat "$run_dir/node-cluster" 2>/dev/null || true)
+# shellcheck source=node.sh
+source "$here/node.sh"
 
 kubectl_bin() {
   if [ -n "${KUBECTL:-}" ]; then echo "$KUBECTL"; return; fi
@@ -110,6 +118,7 @@ cluster_ready() { # cluster
 
 status() {
   for c in "${clusters[@]}"; do cluster_ready "$c" || return 1; done
+  if [ -n "$node_cluster" ]; then node_status || return 1; fi
 }
 
 down() {
@@ -118,6 +127,7 @@ down() {
     stop_pidfiles "$run_dir/watchdog.pid"
   fi
   rm -f "$run_dir/watchdog.pid" "$run_dir/env"
+  node_down
   local pidfiles=()
   for c in "${clusters[@]}"; do
     for component in kube-controller-manager kube-apiserver etcd; do
@@ -198,10 +208,15 @@ start_cluster() { # cluster
     --unsafe-no-fsync --log-level warn
   wait_for "$c etcd" "$dir/etcd.log" "$dir/etcd.pid" 30 etcd_healthy "$etcd_url"
 
+  # With a node, pods reach the kube-apiservers at the node's address.
+  local bind=127.0.0.1 advertise=127.0.0.1 reconciler=none
+  if [ -n "$node_cluster" ]; then bind=0.0.0.0; fi
+  # The node cluster's `kubernetes` Service leads to it, as in a real cluster.
+  if [ "$node_cluster" = "$c" ]; then advertise=$NODE_IP reconciler=lease; fi
   local apiserver=(
     "$KUBE_BIN_DIR/kube-apiserver"
     --etcd-servers "$etcd_url"
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port"
+    --bind-address "$bind" --advertise-address "$advertise" --secure-port "$api_port"
     --cert-dir "$dir/apiserver-certs"
     --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key"
     --client-ca-file "$pki/ca.crt"
@@ -218,9 +233,12 @@ start_cluster() { # cluster
     --requestheader-extra-headers-prefix X-Remote-Extra-
     --proxy-client-cert-file "$pki/front-proxy-client.crt"
     --proxy-client-key-file "$pki/front-proxy-client.key"
-    --endpoint-reconciler-type none
+    --endpoint-reconciler-type "$reconciler"
     --profiling=false
   )
+  # Logs and port-forwards reach the node's kubelet at its address (the
+  # node's name is no DNS name here).
+  if [ "$node_cluster" = "$c" ]; then apiserver+=(--kubelet-preferred-address-types InternalIP); fi
   # shellcheck disable=SC2206 # extra flags are word-split on purpose
   apiserver+=(${BINDERY_APISERVER_EXTRA_ARGS:-})
   # Tests start a second kube-apiserver of the same cluster (same etcd) from
@@ -233,6 +251,10 @@ start_cluster() { # cluster
   wait_for "$c kube-apiserver" "$dir/kube-apiserver.log" "$dir/kube-apiserver.pid" 90 \
     "$(kubectl_bin)" --kubeconfig "$dir/admin.kubeconfig" get --raw /readyz
 
+  local controllers='*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller,-persistentvolume-binder,-attachdetach,-persistentvolume-expander,-ephemeral-volume,-pvc-protection,-pv-protection,-ttl'
+  # The node's cluster lifts the node's not-ready taint and watches its
+  # health, as a real one does.
+  if [ "$node_cluster" = "$c" ]; then controllers=${controllers/,-nodelifecycle/}; fi
   write_kubeconfig "$dir/controller-manager.kubeconfig" "$server" "$pki/ca.crt" \
     "$pki/controller-manager.crt" "$pki/controller-manager.key" system:kube-controller-manager
   start_process kube-controller-manager "$dir/kube-controller-manager.log" \
@@ -248,7 +270,7 @@ start_cluster() { # cluster
     --root-ca-file "$pki/ca.crt" \
     --cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
     --service-cluster-ip-range 10.0.0.0/24 \
-    --controllers '*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller,-persistentvolume-binder,-attachdetach,-persistentvolume-expander,-ephemeral-volume,-pvc-protection,-pv-protection,-ttl'
+    --controllers "$controllers"
   # The controller-manager is ready once it has published the root CA into
   # the default namespace, which shows its informers and clients work.
   wait_for "$c kube-controller-manager" "$dir/kube-controller-manager.log" \
@@ -267,6 +289,12 @@ write_env() {
       echo "${upper}_KUBECONFIG=$run_dir/$c/admin.kubeconfig"
       echo "${upper}_SERVER=$(cat "$run_dir/$c/server")"
     done
+    if [ -n "$node_cluster" ]; then
+      echo "NODE_CLUSTER=$node_cluster"
+      echo "NODE_NAME=$NODE_NAME"
+      echo "NODE_IP=$NODE_IP"
+      echo "NODE_CONTAINERD_ADDRESS=$(node_dir)/containerd.sock"
+    fi
   } >"$run_dir/env.tmp"
   mv "$run_dir/env.tmp" "$run_dir/env"
 }
@@ -280,7 +308,7 @@ start_watchdog() { # owner pid
 }
 
 up() {
-  if [ "${clusters[*]}" = "${wanted[*]}" ] && status; then
+  if [ "${clusters[*]}" = "${wanted[*]}" ] && [ "$node_cluster" = "$wanted_node" ] && status; then
     [ -n "$owner_pid" ] && ! alive "$run_dir/watchdog.pid" && start_watchdog "$owner_pid"
     cat "$run_dir/env"
     return 0
@@ -288,8 +316,18 @@ up() {
   down
   clusters=("${wanted[@]}")
   echo "${clusters[*]}" >"$run_dir/clusters"
+  node_cluster=$wanted_node
+  if [ -n "$node_cluster" ]; then
+    [[ " ${clusters[*]} " == *" $node_cluster "* ]] || {
+      echo "cluster.sh: --node $node_cluster names none of the clusters (${clusters[*]})" >&2
+      exit 2
+    }
+    echo "$node_cluster" >"$run_dir/node-cluster"
+  else
+    rm -f "$run_dir/node-cluster"
+  fi
   local bins
-  bins=$("$here/build.sh")
+  bins=$("$here/build.sh" ${node_cluster:+--node})
   eval "$bins"
   local bindery=${BINDERY_BIN:-}
   if [ -z "$bindery" ]; then
@@ -302,7 +340,9 @@ up() {
   # From here on, a failure must not leave half a cluster running.
   trap 'down' ERR
   if [ -n "$owner_pid" ]; then start_watchdog "$owner_pid"; fi
+  if [ -n "$node_cluster" ]; then node_prepare; fi
   for c in "${clusters[@]}"; do start_cluster "$c"; done
+  if [ -n "$node_cluster" ]; then node_up "$node_cluster"; fi
   trap - ERR
   write_env
   cat "$run_dir/env"
@@ -316,5 +356,5 @@ case $cmd in
   down) down ;;
   status) status ;;
   env) cat "$run_dir/env" ;;
-  *) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -12,6 +12,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
 /// One running test cluster.
+#[derive(Clone)]
 pub struct Cluster {
     pub name: &'static str,
     pub kubeconfig: PathBuf,
@@ -117,7 +118,7 @@ fn start() -> Result<Clusters, String> {
 
 /// The cluster `name` in what `cluster.sh up` printed (`env`), its keys
 /// starting with `prefix`.
-fn cluster_of(env: &str, name: &'static str, prefix: &str) -> Result<Cluster, String> {
+pub fn cluster_of(env: &str, name: &'static str, prefix: &str) -> Result<Cluster, String> {
     let lookup = |key: &str| -> Result<String, String> {
         env.lines()
             .find_map(|line| line.strip_prefix(&format!("{key}=")))

@@ -1,0 +1,278 @@
+//! The Helm chart (`deploy/chart/bindery`): `helm lint --strict` in each of
+//! its modes, `helm template` of each applied with `kubectl apply
+//! --dry-run=server` to the real provider and app clusters, and the PKI the
+//! chart generates read by bindery itself. helm is the pinned one that
+//! `conformance/cluster/build.sh --helm` builds from its Go module.
+
+use crate::fixture::{clusters, repo_root, scratch_dir, unique_name};
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The pinned helm binary (built on first use, cached by version; once per
+/// test run, so that tests starting together do not build it twice).
+pub fn helm() -> PathBuf {
+    static HELM: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    HELM.get_or_init(build_helm).clone()
+}
+
+fn build_helm() -> PathBuf {
+    let output = Command::new(repo_root().join("conformance/cluster/build.sh"))
+        .arg("--helm")
+        .output()
+        .expect("build.sh runs");
+    assert!(
+        output.status.success(),
+        "build.sh --helm failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let dir = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("HELM_BIN_DIR="))
+        .unwrap_or_else(|| panic!("build.sh printed no HELM_BIN_DIR: {stdout}"));
+    PathBuf::from(dir).join("helm")
+}
+
+pub fn chart_dir() -> PathBuf {
+    repo_root().join("deploy/chart/bindery")
+}
+
+/// Runs helm with `args` and returns its stdout; fails the test if helm fails.
+pub fn run_helm(args: &[&str]) -> String {
+    let output = Command::new(helm()).args(args).output().expect("helm runs");
+    assert!(
+        output.status.success(),
+        "helm {} failed ({}):\n{}{}",
+        args.join(" "),
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("helm prints UTF-8")
+}
+
+/// `helm template bindery <chart> -n <namespace> <sets...>`.
+fn template(namespace: &str, sets: &[&str]) -> String {
+    let chart = chart_dir();
+    let mut args = vec![
+        "template",
+        "bindery",
+        chart.to_str().unwrap(),
+        "-n",
+        namespace,
+    ];
+    for set in sets {
+        args.extend(["--set", set]);
+    }
+    run_helm(&args)
+}
+
+/// The rendered objects as JSON values.
+fn objects(rendered: &str) -> Vec<serde_json::Value> {
+    serde_yaml::Deserializer::from_str(rendered)
+        .filter_map(|doc| {
+            let value: serde_json::Value =
+                serde::Deserialize::deserialize(doc).expect("helm renders YAML");
+            (!value.is_null()).then_some(value)
+        })
+        .collect()
+}
+
+fn find<'a>(objects: &'a [serde_json::Value], kind: &str) -> Option<&'a serde_json::Value> {
+    objects.iter().find(|o| o["kind"] == kind)
+}
+
+fn kinds(objects: &[serde_json::Value]) -> Vec<String> {
+    let mut kinds: Vec<String> = objects
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap_or("").to_string())
+        .collect();
+    kinds.sort();
+    kinds
+}
+
+#[test]
+fn helm_lint_passes_in_every_mode() {
+    let chart = chart_dir();
+    let chart = chart.to_str().unwrap();
+    for sets in [
+        &[][..],
+        &[
+            "provider.kubeconfigSecret=bindery-provider",
+            "serviceMonitor.enabled=true",
+        ][..],
+        &["rbac.providerOnly=true"][..],
+        &["pki.existingSecret=bindery-pki", "replicaCount=1"][..],
+    ] {
+        let mut args = vec!["lint", "--strict", chart];
+        for set in sets {
+            args.extend(["--set", set]);
+        }
+        let said = run_helm(&args);
+        assert!(said.contains("0 chart(s) failed"), "{said}");
+    }
+    // A value of the wrong shape fails the lint: it is a real check.
+    let broken = Command::new(helm())
+        .args(["lint", "--strict", chart, "--set", "service.port=[1]"])
+        .output()
+        .expect("helm runs");
+    assert!(
+        !broken.status.success(),
+        "{}",
+        String::from_utf8_lossy(&broken.stdout)
+    );
+}
+
+#[test]
+fn the_rendered_chart_is_accepted_by_the_test_clusters() {
+    let namespace = unique_name("chart");
+    for cluster in [&clusters().provider, &clusters().app] {
+        cluster.kubectl(&["create", "namespace", &namespace]);
+    }
+
+    // In an app cluster against a remote provider: what runs, no provider RBAC.
+    let in_app = template(
+        &namespace,
+        &[
+            "provider.kubeconfigSecret=bindery-provider",
+            "serviceMonitor.enabled=true",
+        ],
+    );
+    let rendered = objects(&in_app);
+    assert_eq!(
+        kinds(&rendered),
+        [
+            "Deployment",
+            "PodDisruptionBudget",
+            "Secret",
+            "Service",
+            "ServiceAccount",
+            "ServiceMonitor"
+        ]
+    );
+    let deployment = find(&rendered, "Deployment").unwrap();
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    assert_eq!(
+        deployment["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"],
+        "bindery-server",
+        "bind --in-cluster's Services select this label"
+    );
+    for (probe, path) in [("readinessProbe", "/readyz"), ("livenessProbe", "/livez")] {
+        assert_eq!(container[probe]["httpGet"]["path"], path);
+        assert_eq!(container[probe]["httpGet"]["scheme"], "HTTPS");
+        assert_eq!(container[probe]["httpGet"]["port"], "https");
+    }
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    assert!(
+        args.contains(&"--provider-kubeconfig=/etc/bindery/provider/kubeconfig"),
+        "{args:?}"
+    );
+    let monitor = &find(&rendered, "ServiceMonitor").unwrap()["spec"]["endpoints"][0];
+    assert_eq!(monitor["path"], "/metrics");
+    assert_eq!(monitor["scheme"], "https");
+    assert_eq!(monitor["port"], "https");
+    // The ServiceMonitor needs prometheus-operator's CRD, which the test
+    // clusters do not have: everything else goes to the app cluster.
+    let without_monitor = template(&namespace, &["provider.kubeconfigSecret=bindery-provider"]);
+    clusters().app.kubectl_with_stdin(
+        &["apply", "--dry-run=server", "-f", "-"],
+        Some(&without_monitor),
+    );
+
+    // In the provider cluster itself: the RBAC bound to the ServiceAccount.
+    let in_provider = template(&namespace, &[]);
+    let rendered = objects(&in_provider);
+    assert!(kinds(&rendered).contains(&"ClusterRole".to_string()));
+    let binding = find(&rendered, "ClusterRoleBinding").unwrap();
+    assert_eq!(binding["subjects"][0]["namespace"], namespace.as_str());
+    assert_eq!(
+        find(&rendered, "Deployment").unwrap()["spec"]["template"]["spec"]["automountServiceAccountToken"],
+        true
+    );
+    clusters().provider.kubectl_with_stdin(
+        &["apply", "--dry-run=server", "-f", "-"],
+        Some(&in_provider),
+    );
+
+    // Only the provider side, for a bindery that runs elsewhere.
+    let provider_only = template(&namespace, &["rbac.providerOnly=true"]);
+    assert_eq!(
+        kinds(&objects(&provider_only)),
+        ["ClusterRole", "ClusterRoleBinding", "ServiceAccount"]
+    );
+    // With a scraper allowed /metrics.
+    let provider_only = template(
+        &namespace,
+        &[
+            "rbac.providerOnly=true",
+            "rbac.metricsReaders[0].kind=ServiceAccount",
+            "rbac.metricsReaders[0].name=prometheus",
+            "rbac.metricsReaders[0].namespace=monitoring",
+        ],
+    );
+    let rendered = objects(&provider_only);
+    let reader = rendered
+        .iter()
+        .find(|o| o["metadata"]["name"] == "bindery:metrics-reader" && o["kind"] == "ClusterRole")
+        .expect("the metrics reader role");
+    assert_eq!(reader["rules"][0]["nonResourceURLs"][0], "/metrics");
+    clusters().provider.kubectl_with_stdin(
+        &["apply", "--dry-run=server", "-f", "-"],
+        Some(&provider_only),
+    );
+
+    for cluster in [&clusters().provider, &clusters().app] {
+        cluster.kubectl(&["delete", "namespace", &namespace, "--wait=false"]);
+    }
+}
+
+/// The PKI the chart makes is one bindery reads as its own: `bindery certs`
+/// over it keeps every file (it would remake a serving certificate lacking
+/// a name the aggregator needs, and fails on a key it cannot read).
+#[test]
+fn the_generated_pki_is_one_bindery_keeps() {
+    let rendered = objects(&template("kube-bind", &[]));
+    let secret = rendered
+        .iter()
+        .find(|o| o["kind"] == "Secret" && o["metadata"]["name"] == "bindery-pki")
+        .expect("the PKI Secret");
+    let out = scratch_dir().join(unique_name("chart-pki"));
+    let dir = out.join("bindery");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut written = Vec::new();
+    for (name, value) in secret["data"].as_object().expect("data") {
+        use base64::Engine;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(value.as_str().unwrap())
+            .unwrap();
+        std::fs::write(dir.join(name), &bytes).unwrap();
+        written.push((name.clone(), bytes));
+    }
+    assert_eq!(written.len(), 6, "{:?}", secret["data"]);
+    let certs = Command::new(env!("CARGO_BIN_EXE_bindery"))
+        .args(["certs", "--out", out.to_str().unwrap()])
+        .args(["--server-dns", "bindery.kube-bind.svc"])
+        .output()
+        .expect("bindery runs");
+    assert!(
+        certs.status.success(),
+        "bindery certs over the chart's PKI: {}",
+        String::from_utf8_lossy(&certs.stderr)
+    );
+    for (name, bytes) in written {
+        assert_eq!(
+            std::fs::read(dir.join(&name)).unwrap(),
+            bytes,
+            "bindery remade {name}"
+        );
+    }
+}

@@ -67,34 +67,50 @@ pub fn translate_stream(
             let Ok(data) = frame.into_data() else {
                 continue;
             };
-            pending.extend_from_slice(&data);
-            while let Some(end) = pending.iter().position(|b| *b == b'\n') {
-                let line = pending.split_to(end + 1);
-                if let Some(out) = translate_line(&mut translate, &line)
+            for line in complete_lines(&mut pending, &data) {
+                if let Some(out) = event_of(&line).and_then(&mut translate)
                     && tx.send(out).await.is_err()
                 {
                     return;
                 }
             }
         }
-        if !pending.is_empty()
-            && let Some(out) = translate_line(&mut translate, &pending)
-        {
+        if let Some(out) = event_of(&pending).and_then(&mut translate) {
             let _ = tx.send(out).await;
         }
     });
     StreamBody::new(rx.map(|bytes| Ok::<_, BoxError>(Frame::data(bytes)))).boxed_unsync()
 }
 
-/// One event line; `None` drops it.
-fn translate_line(translate: &mut EventTranslator, line: &[u8]) -> Option<Bytes> {
+/// The lines `data` completes, after what is `pending` of the stream; what
+/// is left of a line stays pending.
+pub fn complete_lines(pending: &mut BytesMut, data: &[u8]) -> Vec<BytesMut> {
+    pending.extend_from_slice(data);
+    let mut lines = Vec::new();
+    while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+        lines.push(pending.split_to(end + 1));
+    }
+    lines
+}
+
+/// The event on one line of a stream; `None` for an empty line, and for
+/// one that is not JSON: nothing bindery can read, so nothing it may pass on.
+pub fn event_of(line: &[u8]) -> Option<serde_json::Value> {
     let trimmed = line.trim_ascii();
     if trimmed.is_empty() {
         return None;
     }
-    // Not JSON: nothing bindery can read, so nothing it may pass on.
-    let event: serde_json::Value = serde_json::from_slice(trimmed).ok()?;
-    translate(event)
+    serde_json::from_slice(trimmed).ok()
+}
+
+/// The body of a stream whose frames come from `rx`, ending when its
+/// sender goes.
+pub fn channel_body(rx: tokio::sync::mpsc::Receiver<Bytes>) -> BoxBody {
+    let frames = futures::stream::unfold(rx, |mut rx| async move {
+        let bytes = rx.recv().await?;
+        Some((Ok::<_, BoxError>(Frame::data(bytes)), rx))
+    });
+    StreamBody::new(frames).boxed_unsync()
 }
 
 #[cfg(test)]

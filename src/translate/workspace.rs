@@ -102,13 +102,13 @@ pub fn without_consumer_annotation(body: &[u8]) -> Option<Vec<u8>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::route::ConsumerId;
     use crate::translate::{IdentityHash, Isolation, NamespaceMap};
     use serde_json::json;
 
-    fn bound(consumer: &str, secret: &str) -> BoundResource {
+    pub(crate) fn bound(consumer: &str, secret: &str) -> BoundResource {
         let mut namespaces = NamespaceMap::new(format!("kube-bind-{consumer}"));
         namespaces.insert("default", format!("kube-bind-{consumer}-default"));
         BoundResource {
@@ -128,7 +128,7 @@ mod tests {
         }
     }
 
-    fn provider_object(b: &BoundResource, name: &str) -> Value {
+    pub(crate) fn provider_object(b: &BoundResource, name: &str) -> Value {
         json!({
             "apiVersion": "db.example.com/v1", "kind": "Thing",
             "metadata": {

@@ -234,14 +234,7 @@ fn still_watch(
             _ = tx.closed() => {}
         }
     });
-    let frames = futures::stream::unfold(rx, |mut rx| async move {
-        let bytes = rx.recv().await?;
-        Some((
-            Ok::<_, crate::upstream::BoxError>(hyper::body::Frame::data(bytes)),
-            rx,
-        ))
-    });
-    http_body_util::StreamBody::new(frames).boxed_unsync()
+    crate::proxy::watch::channel_body(rx)
 }
 
 /// `value` in the negotiated representation.

@@ -129,3 +129,38 @@ pub fn curl_with_token(
     command.arg(url);
     crate::fixture::curl_json(command)
 }
+
+/// A watch of bindery's `url` (a `?watch=1…` URL) with `token` as the
+/// bearer, for at most `seconds`: the curl process, and its events as they
+/// arrive.
+pub fn watch_with_token(
+    url: &str,
+    token: &str,
+    seconds: u64,
+) -> (
+    std::process::Child,
+    std::sync::mpsc::Receiver<serde_json::Value>,
+) {
+    use std::io::BufRead;
+    let mut watch = Command::new("curl")
+        .args(["-sN", "--max-time", &seconds.to_string(), "--cacert"])
+        .arg(bindery().pki.join("bindery/serving-ca.crt"))
+        .args(["-H", &format!("Authorization: Bearer {token}")])
+        .arg(url)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("curl runs");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = watch.stdout.take().expect("stdout is piped");
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if let Ok(event) = serde_json::from_str(&line) {
+                let _ = tx.send(event);
+            }
+        }
+    });
+    (watch, rx)
+}

@@ -358,29 +358,11 @@ fn consumer_owned_claimed_objects_are_read_through_the_workspace_filtered_by_the
         .as_str()
         .unwrap()
         .to_string();
-    let mut watch = std::process::Command::new("curl")
-        .args(["-sN", "--max-time", "30", "--cacert"])
-        .arg(crate::bindery::bindery().pki.join("bindery/serving-ca.crt"))
-        .args(["-H", &format!("Authorization: Bearer {controller}")])
-        .arg(format!(
-            "{base}/configmaps?watch=1&resourceVersion={version}"
-        ))
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<Value>();
-    let stdout = watch.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if let Ok(event) = serde_json::from_str::<Value>(&line) {
-                let _ = tx.send(event);
-            }
-        }
-    });
+    let (mut watch, rx) = crate::binder::watch_with_token(
+        &format!("{base}/configmaps?watch=1&resourceVersion={version}"),
+        &controller,
+        30,
+    );
     std::thread::sleep(Duration::from_secs(1));
     app.kubectl(&[
         "-n",

@@ -9,14 +9,18 @@
 //! PostgreSQLInstances at `clusters/*` (`ObjectToWatch`). Either way it
 //! engages both consumers, reconciles their instances, which share a
 //! namespace and a name, through each consumer's path (each app cluster
-//! sees its own Ready and credentials); the `apiexport` mode disengages a
-//! consumer that unbinds, and the workspace stops showing its objects. The dialect itself is checked too: the annotation names each
+//! sees its own Ready and credentials). A consumer that unbinds is
+//! disengaged in both modes: a watch at `clusters/*` is told its objects
+//! left (DELETED, as kcp's watch tells the objects an APIBinding's deletion
+//! removes) and goes on, and the workspace stops showing them. The
+//! dialect itself is checked too: the annotation names each
 //! object's consumer, a caller's value is never stored, the bindings and
 //! the endpoint slice are what bindery made.
 
 use crate::bind::{app_cluster_binds, app_cluster_namespace};
 use crate::binder::{
     bind_template, binder_token, bindery_cli, bindery_command_for, curl_with_token, succeeded,
+    watch_with_token,
 };
 use crate::bindery::bindery;
 use crate::controllers::install_examples;
@@ -220,6 +224,27 @@ fn ready_in(app: &Cluster, name: &str) -> String {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// Waits for `count` events of a watch that `wanted` accepts; fails on an
+/// ERROR event (the watch would have to list again) or when they never come.
+fn told(events: &Receiver<Value>, wanted: impl Fn(&Value) -> bool, count: usize) -> Vec<Value> {
+    let deadline = Instant::now() + WAIT;
+    let mut found = Vec::new();
+    let mut seen = Vec::new();
+    while found.len() < count {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let event = events.recv_timeout(left).unwrap_or_else(|_| {
+            panic!("only {found:?} of {count} came; the watch showed {seen:?}")
+        });
+        assert_ne!(event["type"], "ERROR", "the watch ended: {event}");
+        if wanted(&event) {
+            found.push(event);
+        } else {
+            seen.push(event);
+        }
+    }
+    found
 }
 
 fn workspace(path: &str) -> String {
@@ -433,10 +458,23 @@ fn controllers_written_for_kcp_engage_every_consumer_and_reconcile_through_its_p
         )
     );
 
-    // Unbinding the second app cluster disengages it.
+    // Unbinding the second app cluster disengages it, in both modes. A plain
+    // watch at clusters/*, from a list's version as informers watch, is
+    // told how: the consumer's objects leave it as DELETED events, as kcp's
+    // do when its APIBinding deletion removes them (the ObjectToWatch mode
+    // disengages a cluster when its last object is deleted), and it goes on.
     let mut by_export = Controller::start(&binary, "apiexport", &token);
     by_export.engaged(&one);
     by_export.engaged(&two);
+    let instances = workspace("/clusters/*/apis/db.example.com/v1/postgresqlinstances");
+    let (code, before) = curl_with_token("GET", &instances, Some(&token), None);
+    assert_eq!(code, 200, "{before}");
+    let version = before["metadata"]["resourceVersion"].as_str().unwrap();
+    let (mut watch, events) = watch_with_token(
+        &format!("{instances}?watch=1&resourceVersion={version}&allowWatchBookmarks=true"),
+        &token,
+        600,
+    );
     succeeded(
         "unbind the second app cluster",
         &bindery_command_for(&bindery().url, "unbind", &second.kubeconfig)
@@ -446,28 +484,55 @@ fn controllers_written_for_kcp_engage_every_consumer_and_reconcile_through_its_p
             .expect("bindery runs"),
     );
     by_export.disengaged(&two);
-    // The workspace no longer shows the second consumer's objects.
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let (code, list) = curl_with_token(
-            "GET",
-            &workspace("/clusters/*/apis/db.example.com/v1/postgresqlinstances"),
-            Some(&token),
-            None,
+    by_object.disengaged(&two);
+    let mut left = told(
+        &events,
+        |e| {
+            e["type"] == "DELETED"
+                && e["object"]["metadata"]["annotations"]["kcp.io/cluster"] == two.as_str()
+        },
+        2,
+    );
+    left.sort_by_key(|e| e["object"]["metadata"]["name"].as_str().map(str::to_string));
+    for (event, name) in left.iter().zip(["shared-a", "shared-b"]) {
+        let object = &event["object"];
+        assert_eq!(object["metadata"]["name"], name, "{event}");
+        assert_eq!(object["metadata"]["namespace"], "default", "{event}");
+        assert_eq!(
+            object["metadata"]["annotations"]["bindery.dev/consumer"],
+            two.as_str(),
+            "{event}"
         );
-        if code == 200 && !list.to_string().contains(two.as_str()) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{two} still shows at clusters/*: {code} {list}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(object["kind"], "PostgreSQLInstance", "{event}");
     }
-    // Not asserted yet: the ObjectToWatch mode's disengagement. Its watch
-    // gets the 410 once the consumer leaves (bindery logs it), yet v0.3.3's
-    // provider did not disengage within two minutes here (see DESIGN,
-    // "Controllers written for kcp").
+    // The watch goes on: a change of the first consumer's object follows.
+    first.kubectl(&[
+        "-n",
+        "default",
+        "annotate",
+        "--overwrite",
+        "postgresqlinstances",
+        "shared-a",
+        "touched=after-unbind",
+    ]);
+    told(
+        &events,
+        |e| {
+            e["type"] == "MODIFIED"
+                && e["object"]["metadata"]["annotations"]["kcp.io/cluster"] == one.as_str()
+                && e["object"]["metadata"]["annotations"]["touched"] == "after-unbind"
+        },
+        1,
+    );
+    let _ = watch.kill();
+    let _ = watch.wait();
+    // The workspace no longer shows the second consumer's objects.
+    let (code, list) = curl_with_token("GET", &instances, Some(&token), None);
+    assert_eq!(code, 200, "{list}");
+    assert!(
+        !list.to_string().contains(two.as_str()),
+        "{two} still shows at clusters/*: {list}"
+    );
     for controller in [&by_export, &by_object] {
         assert!(
             !controller

@@ -12,7 +12,6 @@ use crate::bindery::bindery;
 use crate::controllers::install_examples;
 use crate::fixture::{clusters, curl_json, unique_name};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -244,25 +243,11 @@ fn one_url_lists_and_watches_every_consumer_of_an_export_and_writes_through_one(
         .as_str()
         .unwrap()
         .to_string();
-    let mut watch = Command::new("curl")
-        .args(["-sN", "--max-time", "30", "--cacert"])
-        .arg(bindery().pki.join("bindery/serving-ca.crt"))
-        .args(["-H", &format!("Authorization: Bearer {token}")])
-        .arg(format!(
-            "{all}?watch=1&resourceVersion={version}&allowWatchBookmarks=true"
-        ))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<Value>();
-    let stdout = watch.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Ok(event) = serde_json::from_str::<Value>(&line) {
-                let _ = tx.send(event);
-            }
-        }
-    });
+    let (mut watch, rx) = crate::binder::watch_with_token(
+        &format!("{all}?watch=1&resourceVersion={version}&allowWatchBookmarks=true"),
+        &token,
+        30,
+    );
     let _late = consumer_with_instance(&other_export, "db-late-outsider");
     // The same name in every consumer: three events, told apart by the
     // consumer annotation.

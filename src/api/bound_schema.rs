@@ -47,6 +47,7 @@ pub struct BoundSchemaSpec {
     pub versions: Vec<CustomResourceDefinitionVersion>,
     /// How objects are converted between versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = schema::conversion_rules)]
     pub conversion: Option<CustomResourceConversion>,
 }
 

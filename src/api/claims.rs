@@ -3,19 +3,25 @@
 //! saying which objects the claim covers.
 
 use super::keys;
-use super::resources::GroupResource;
+use super::resources::{GROUP_PATTERN, GroupResource, RESOURCE_PATTERN};
+use super::schema;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// A claim on objects of one group/resource, narrowed by a selector.
+/// A claim on objects of one group/resource, narrowed by a selector. The
+/// CRDs require the selector, as kube-bind's do; one read without it selects
+/// nothing.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = schema::required(&["selector"]))]
 pub struct PermissionClaim {
     /// API group; empty for the core group.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(regex(pattern = GROUP_PATTERN), extend("default" = ""))]
     pub group: String,
     /// Plural resource name, e.g. `secrets`.
+    #[schemars(regex(pattern = RESOURCE_PATTERN))]
     pub resource: String,
     /// Which objects of the resource are claimed.
     #[serde(default)]
@@ -68,14 +74,18 @@ pub struct NamedResource {
 
 /// Objects named by fields of other objects: for every object of
 /// `group`/`resource`, the paths (gjson syntax, as kube-bind reads them)
-/// give the name and namespace of a claimed object.
+/// give the name and namespace of a claimed object. The CRDs require
+/// `jsonPath`, as kube-bind's do; a reference read without it picks nothing.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = schema::required(&["jsonPath"]))]
 pub struct SelectorReference {
     /// API group of the referring objects; empty for the core group.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(regex(pattern = GROUP_PATTERN), extend("default" = ""))]
     pub group: String,
     /// Plural resource name of the referring objects.
+    #[schemars(regex(pattern = RESOURCE_PATTERN))]
     pub resource: String,
     /// Versions to read the referring objects with; empty means those of the
     /// export for the same resource.

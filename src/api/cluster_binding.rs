@@ -49,6 +49,7 @@ pub struct ClusterBindingSpec {
     /// uses to reach the provider.
     pub kubeconfig_secret_ref: SecretKeyRef,
     /// Human-readable name of the provider.
+    #[schemars(length(min = 1))]
     pub provider_pretty_name: String,
     /// Whatever the provider wants to record about the service bound (region,
     /// tier, ...). Free-form.
@@ -62,6 +63,7 @@ pub struct ClusterBindingSpec {
 #[serde(rename_all = "camelCase")]
 pub struct SecretKeyRef {
     /// Name of the Secret.
+    #[schemars(length(min = 1))]
     pub name: String,
     /// Key in the Secret's data; kube-bind always uses `kubeconfig`.
     pub key: String,
@@ -72,8 +74,10 @@ pub struct SecretKeyRef {
 #[serde(rename_all = "camelCase")]
 pub struct SecretRef {
     /// Name of the Secret.
+    #[schemars(length(min = 1))]
     pub name: String,
     /// Namespace of the Secret.
+    #[schemars(length(min = 1))]
     pub namespace: String,
 }
 

@@ -3,14 +3,13 @@
 
 use super::bound_schema::BoundSchema;
 use super::cluster_binding::ClusterBinding;
+use super::kube_bind_rules::as_kube_bind_serves_it;
 use super::service_binding::APIServiceBinding;
 use super::service_export::APIServiceExport;
 use super::service_export_request::APIServiceExportRequest;
 use super::service_export_template::APIServiceExportTemplate;
 use super::service_namespace::APIServiceNamespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, JSON, ValidationRule,
-};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 use serde_json::Value;
 
@@ -33,146 +32,9 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
     ];
     crds.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     crds.into_iter()
-        .map(without_null_enum_values)
         .map(as_kube_bind_serves_it)
+        .map(without_null_enum_values)
         .collect()
-}
-
-/// The kinds kube-bind also serves as `v1alpha1` (installs upgraded from
-/// v1alpha1 keep it in `status.storedVersions`, and kube-apiserver refuses
-/// a CRD that drops a stored version).
-const ALSO_V1ALPHA1: [&str; 5] = [
-    "apiservicebindings",
-    "apiserviceexportrequests",
-    "apiserviceexports",
-    "apiservicenamespaces",
-    "clusterbindings",
-];
-
-/// The spec fields kube-bind's CRDs keep immutable (`self == oldSelf`), with
-/// kube-bind's messages.
-const IMMUTABLE: [(&str, &str, &str); 11] = [
-    (
-        "apiservicebindings",
-        "kubeconfigSecretRef",
-        "kubeconfigSecretRef is immutable",
-    ),
-    (
-        "apiserviceexportrequests",
-        "namespaces",
-        "namespaces are immutable",
-    ),
-    (
-        "apiserviceexportrequests",
-        "parameters",
-        "parameters are immutable",
-    ),
-    (
-        "apiserviceexportrequests",
-        "permissionClaims",
-        "permissionClaims are immutable",
-    ),
-    (
-        "apiserviceexportrequests",
-        "resources",
-        "resources are immutable",
-    ),
-    (
-        "apiserviceexportrequests",
-        "schemaUpdatePolicy",
-        "schemaUpdatePolicy is immutable",
-    ),
-    (
-        "apiserviceexports",
-        "clusterScopedIsolation",
-        "clusterScopedIsolation is immutable",
-    ),
-    (
-        "apiserviceexports",
-        "informerScope",
-        "informerScope is immutable",
-    ),
-    ("apiserviceexports", "isolation", "isolation is immutable"),
-    (
-        "apiserviceexports",
-        "permissionClaims",
-        "permissionClaims are immutable",
-    ),
-    ("apiserviceexports", "resources", "resources are immutable"),
-];
-
-fn rule(rule: &str, message: &str) -> ValidationRule {
-    ValidationRule {
-        rule: rule.to_string(),
-        message: Some(message.to_string()),
-        ..Default::default()
-    }
-}
-
-/// What kube-bind's CRDs have beyond the derived schema: its immutability
-/// rules and ClusterBinding's name rule ([`IMMUTABLE`]), `v1alpha1` served
-/// beside `v1alpha2` (conversion `None`, as kube-bind has it: an object is
-/// the same under both versions, so v1alpha1 has v1alpha2's schema here),
-/// and a request's `status.phase` defaulting to `Pending` (kube-bind's
-/// backend acts only on that).
-fn as_kube_bind_serves_it(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
-    if crd.spec.names.plural == "apiserviceexportrequests" {
-        for version in &mut crd.spec.versions {
-            let Some(status) = version
-                .schema
-                .as_mut()
-                .and_then(|s| s.open_api_v3_schema.as_mut())
-                .and_then(|s| s.properties.as_mut())
-                .and_then(|p| p.get_mut("status"))
-            else {
-                continue;
-            };
-            status.default = Some(JSON(serde_json::json!({})));
-            if let Some(phase) = status.properties.as_mut().and_then(|p| p.get_mut("phase")) {
-                phase.default = Some(JSON(serde_json::json!("Pending")));
-            }
-        }
-    }
-    for version in &mut crd.spec.versions {
-        let Some(root) = version
-            .schema
-            .as_mut()
-            .and_then(|s| s.open_api_v3_schema.as_mut())
-        else {
-            continue;
-        };
-        for (plural, field, message) in IMMUTABLE {
-            if plural != crd.spec.names.plural {
-                continue;
-            }
-            if let Some(node) = root
-                .properties
-                .as_mut()
-                .and_then(|p| p.get_mut("spec"))
-                .and_then(|spec| spec.properties.as_mut())
-                .and_then(|p| p.get_mut(field))
-            {
-                node.x_kubernetes_validations
-                    .get_or_insert_with(Vec::new)
-                    .push(rule("self == oldSelf", message));
-            }
-        }
-        if crd.spec.names.plural == "clusterbindings" {
-            root.x_kubernetes_validations
-                .get_or_insert_with(Vec::new)
-                .push(rule(
-                    "self.metadata.name == \"cluster\"",
-                    "cluster binding name should be cluster",
-                ));
-        }
-    }
-    if ALSO_V1ALPHA1.contains(&crd.spec.names.plural.as_str()) {
-        let mut v1alpha1 = crd.spec.versions[0].clone();
-        v1alpha1.name = "v1alpha1".into();
-        v1alpha1.storage = false;
-        crd.spec.versions.push(v1alpha1);
-    }
-    crd
 }
 
 /// Drops `null` from the `enum` lists the derived schemas give optional enum
@@ -273,38 +135,6 @@ mod tests {
     }
 
     #[test]
-    fn kube_binds_versions_defaults_and_rules_are_kept() {
-        for crd in crds() {
-            let versions: Vec<(&str, bool, bool)> = crd
-                .spec
-                .versions
-                .iter()
-                .map(|v| (v.name.as_str(), v.served, v.storage))
-                .collect();
-            let expected: &[(&str, bool, bool)] =
-                if ALSO_V1ALPHA1.contains(&crd.spec.names.plural.as_str()) {
-                    &[("v1alpha2", true, true), ("v1alpha1", true, false)]
-                } else {
-                    &[("v1alpha2", true, true)]
-                };
-            assert_eq!(versions, expected, "{}", crd.spec.names.plural);
-        }
-        let exports = crd_json("apiserviceexports");
-        let isolation = &exports["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
-            ["spec"]["properties"]["isolation"];
-        assert_eq!(
-            isolation["x-kubernetes-validations"],
-            serde_json::json!([{"rule": "self == oldSelf", "message": "isolation is immutable"}])
-        );
-        let requests = crd_json("apiserviceexportrequests");
-        for version in requests["spec"]["versions"].as_array().unwrap() {
-            let status = &version["schema"]["openAPIV3Schema"]["properties"]["status"];
-            assert_eq!(status["default"], serde_json::json!({}));
-            assert_eq!(status["properties"]["phase"]["default"], "Pending");
-        }
-    }
-
-    #[test]
     fn scopes_and_short_names_match_kube_bind() {
         let scope = |plural: &str| crd_json(plural)["spec"]["scope"].clone();
         assert_eq!(scope("apiservicebindings"), "Cluster");
@@ -388,7 +218,8 @@ mod tests {
         let crd = crd_json("boundschemas");
         let version = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
             ["properties"]["versions"]["items"];
-        let embedded = &version["properties"]["schema"]["properties"]["openAPIV3Schema"];
+        // Kept whole, in either form kube-bind writes (wrapped or bare).
+        let embedded = &version["properties"]["schema"];
         assert_eq!(embedded["type"], "object");
         assert_eq!(embedded["x-kubernetes-preserve-unknown-fields"], true);
         assert!(embedded.get("properties").is_none());

@@ -22,6 +22,7 @@ pub mod cluster_binding;
 pub mod condition;
 pub mod crd;
 pub mod keys;
+mod kube_bind_rules;
 pub mod resources;
 mod schema;
 pub mod service_binding;
@@ -29,7 +30,10 @@ pub mod service_export;
 pub mod service_export_request;
 pub mod service_export_template;
 pub mod service_namespace;
+pub mod v1alpha1;
 
+#[cfg(test)]
+mod kube_bind_rules_tests;
 #[cfg(test)]
 mod testing;
 

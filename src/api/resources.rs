@@ -1,10 +1,20 @@
 //! The vocabulary several kinds share for naming what is exported: a
 //! group/resource, an exported resource with its versions, the informer scope,
 //! the schema update policy and the namespaces to create up front.
+//!
+//! Group and resource names carry kube-bind's patterns (and the group its
+//! default `""`), so the API server refuses what kube-bind's CRDs refuse.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt;
+
+/// kube-bind's pattern for an API group name (empty for the core group).
+pub const GROUP_PATTERN: &str =
+    r"^(|[a-z0-9]([-a-z0-9]*[a-z0-9](\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?)$";
+
+/// kube-bind's pattern for a plural resource name.
+pub const RESOURCE_PATTERN: &str = r"^[a-z][-a-z0-9]*[a-z0-9]$";
 
 /// A resource of an API group. The core group is the empty string.
 #[derive(
@@ -14,8 +24,10 @@ use std::fmt;
 pub struct GroupResource {
     /// API group; empty for the core group.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(regex(pattern = GROUP_PATTERN), extend("default" = ""))]
     pub group: String,
     /// Plural resource name, e.g. `postgresqlinstances`.
+    #[schemars(regex(pattern = RESOURCE_PATTERN))]
     pub resource: String,
 }
 
@@ -46,8 +58,10 @@ impl fmt::Display for GroupResource {
 pub struct ExportedResource {
     /// API group; empty for the core group.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(regex(pattern = GROUP_PATTERN), extend("default" = ""))]
     pub group: String,
     /// Plural resource name.
+    #[schemars(regex(pattern = RESOURCE_PATTERN))]
     pub resource: String,
     /// Versions to export; empty means the provider picks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -60,8 +60,10 @@ pub struct APIServiceBindingSpec {
 #[serde(rename_all = "camelCase")]
 pub struct NamespacedSecretKeyRef {
     /// Namespace of the Secret.
+    #[schemars(length(min = 1))]
     pub namespace: String,
     /// Name of the Secret.
+    #[schemars(length(min = 1))]
     pub name: String,
     /// Key in the Secret's data; kube-bind always uses `kubeconfig`.
     pub key: String,
@@ -123,6 +125,7 @@ pub struct APIServiceBindingStatus {
     pub provider_pretty_name: Option<String>,
     /// The resources whose schemas are bound.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(min = 1))]
     pub bound_schemas: Vec<GroupResource>,
     /// The permission claims in force.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

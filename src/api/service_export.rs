@@ -35,8 +35,11 @@ use serde::{Deserialize, Serialize};
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = schema::required(&["isolation", "resources"]))]
 pub struct APIServiceExportSpec {
-    /// The exported resources.
+    /// The exported resources. Read as none when missing: an export stored
+    /// by kube-bind at `v1alpha1` has none at `v1alpha2` (conversion `None`).
+    #[serde(default)]
     #[schemars(length(min = 1))]
     pub resources: Vec<ExportedResource>,
     /// Other objects the provider may reach in the consumer's space.
@@ -45,7 +48,9 @@ pub struct APIServiceExportSpec {
     /// Whether the exported resources are watched cluster-wide or per namespace.
     pub informer_scope: InformerScope,
     /// How cluster-scoped objects of different consumers are kept apart on the
-    /// provider: Prefixed (the default), Namespaced or None.
+    /// provider: Prefixed, Namespaced or None. The CRD requires it, as
+    /// kube-bind's does; an export read without it (stored before) has the
+    /// deprecated field's, else Prefixed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation: Option<Isolation>,
     /// Deprecated name of `isolation`, still read; `isolation` wins when both

@@ -35,8 +35,10 @@ pub struct APIServiceExportRequestSpec {
     /// must stay within what the template offers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template_ref: Option<TemplateReference>,
-    /// The resources to export; required unless `templateRef` is set.
+    /// The resources to export; required unless `templateRef` is set (a
+    /// rule of the CRD, see [`super::kube_bind_rules`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(min = 1))]
     pub resources: Vec<ExportedResource>,
     /// Other objects the provider may reach in the consumer's space.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -39,10 +39,14 @@ pub struct APIServiceExportTemplateSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// Whether the offered resources are watched cluster-wide or per namespace.
+    /// Required in kube-bind's form (a rule of the CRD, see
+    /// [`super::kube_bind_rules`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<InformerScope>,
-    /// The offered resources (kube-bind's form).
+    /// The offered resources (kube-bind's form); required unless the klutch
+    /// form is used.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(min = 1))]
     pub resources: Vec<ExportedResource>,
     /// klutch's form of the offered resource: exactly one group/resource/version.
     #[serde(
@@ -57,8 +61,11 @@ pub struct APIServiceExportTemplateSpec {
     /// Consumer namespaces to create on the provider side right away.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub namespaces: Vec<PreseededNamespace>,
-    /// Whether the BoundSchemas follow later changes of their CRDs.
+    /// Whether the BoundSchemas follow later changes of their CRDs; the CRD
+    /// defaults it to `Never`, as kube-bind's does, so a template's policy
+    /// always wins over a request's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "Never"))]
     pub schema_update_policy: Option<SchemaUpdatePolicy>,
 }
 

@@ -240,7 +240,7 @@ fn a_bind_picked_in_the_browser_serves_the_api_in_the_app_cluster() {
         Some(&format!(
             "apiVersion: kube-bind.io/v1alpha2\nkind: APIServiceExportTemplate\n\
              metadata: {{name: {broken}}}\nspec:\n  description: Nothing behind it.\n  \
-             resources: [{{group: gone.example.com, resource: ghosts}}]\n"
+             scope: Namespaced\n  resources: [{{group: gone.example.com, resource: ghosts}}]\n"
         )),
     );
     let browser = Browser::start();

@@ -70,6 +70,10 @@ struct MigrateArgs {
     /// How long to wait for each step.
     #[arg(long, default_value_t = 120)]
     timeout_seconds: u64,
+    /// Stop on purpose after a step (`1`..`4`) or after N objects of step 3
+    /// or 4 (`3.50`), as an interruption would: for tests.
+    #[arg(long, hide = true, env = "BINDERY_MIGRATE_STOP_AFTER")]
+    stop_after: Option<bindery::migrate::interrupt::Point>,
 }
 
 #[derive(clap::Args)]
@@ -403,6 +407,7 @@ fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
             exports: args.exports,
             dry_run: args.dry_run,
             timeout: std::time::Duration::from_secs(args.timeout_seconds),
+            stop_after: bindery::migrate::interrupt::StopAfter(args.stop_after),
         },
     ))
 }

@@ -232,10 +232,10 @@ impl BindService {
         Ok(json_reply(201, &self.state_of(&consumer, export).await?))
     }
 
-    /// Whether `binder` may see the bind of `export`: it holds `bind` on the
-    /// template of that name, or may update the export (an administrator,
-    /// who binds exports that exist).
-    async fn check_may_see(
+    /// Whether `binder` may see or undo the bind of `export`: it holds
+    /// `bind` on the template of that name, or may update the export (an
+    /// administrator, who binds exports that exist).
+    async fn check_may_bind_export(
         &self,
         binder: &Binder,
         consumer: &str,
@@ -451,7 +451,7 @@ impl BindService {
     }
 
     async fn binding_state(&self, binder: &Binder, consumer: &str, export: &str) -> Reply {
-        self.check_may_see(binder, consumer, export).await?;
+        self.check_may_bind_export(binder, consumer, export).await?;
         Ok(json_reply(200, &self.state_of(consumer, export).await?))
     }
 
@@ -537,7 +537,8 @@ impl BindService {
     }
 
     async fn unbind(&self, binder: &Binder, consumer: &str, export: &str, body: &[u8]) -> Reply {
-        self.check_may_bind(binder, export).await?;
+        // An export bound as it exists (`bind --export`) has no template.
+        self.check_may_bind_export(binder, consumer, export).await?;
         let proof: UnbindRequest = decode(body)?;
         let namespace = cluster_namespace(&self.prefix, &proof.identity);
         if namespace != format!("{}{consumer}", self.prefix) {

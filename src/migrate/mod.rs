@@ -17,7 +17,11 @@
 //!
 //! What remains is `bindery bind --export`: the app cluster registered for
 //! the export and its APIServices made.
+//!
+//! A move can be stopped on purpose after any step, or inside steps 3 and
+//! 4 ([`interrupt`]), to show that running it again finishes it.
 
+pub mod interrupt;
 pub mod plan;
 
 use crate::api::{APIServiceExport, BoundSchema};
@@ -26,6 +30,7 @@ use crate::controllers::naming::cluster_namespace;
 use crate::controllers::ownership::MANAGED_LABEL;
 use crate::translate::IdentityHash;
 use anyhow::{Context as _, Result, anyhow, bail};
+use interrupt::StopAfter;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
@@ -50,6 +55,8 @@ pub struct MigrateOptions {
     pub exports: Vec<String>,
     pub dry_run: bool,
     pub timeout: Duration,
+    /// Where to stop on purpose (hidden; tests interrupt the move with it).
+    pub stop_after: StopAfter,
 }
 
 async fn client(path: Option<&std::path::Path>) -> Result<kube::Client> {
@@ -73,6 +80,7 @@ pub async fn migrate(options: MigrateOptions) -> Result<()> {
         consumer,
         dry_run: options.dry_run,
         timeout: options.timeout,
+        stop: options.stop_after,
     };
     let exports = match options.exports.is_empty() {
         false => options.exports.clone(),
@@ -92,6 +100,7 @@ pub async fn migrate(options: MigrateOptions) -> Result<()> {
         move_.cluster_namespace
     );
     move_.stop_konnector().await?;
+    move_.stop.step_done(1)?;
     for export in &exports {
         move_.move_export(export).await?;
     }
@@ -110,6 +119,7 @@ struct Move {
     consumer: String,
     dry_run: bool,
     timeout: Duration,
+    stop: StopAfter,
 }
 
 impl Move {
@@ -176,6 +186,7 @@ impl Move {
             )
         })?;
         let hash = self.take_over(&exports, &export).await?;
+        self.stop.step_done(2)?;
         for resource in &export.spec.resources {
             let crd_name = resource.group_resource().to_string();
             self.move_resource(&crd_name, hash.as_ref()).await?;
@@ -285,11 +296,12 @@ impl Move {
         }
         if !self.dry_run {
             let labels = json!({"metadata": {"labels": identity_labels(&mover)}});
-            for key in &plan.adopt {
+            for (done, key) in plan.adopt.iter().enumerate() {
                 api_for(&self.provider, &provider_resource, key)
                     .patch(&key.name, &PatchParams::default(), &Patch::Merge(&labels))
                     .await
                     .with_context(|| format!("adopting {key}"))?;
+                self.stop.objects_done(3, done + 1)?;
             }
         }
         if !plan.unsynced.is_empty() {
@@ -301,6 +313,7 @@ impl Move {
                 names.join(", ")
             );
         }
+        self.stop.step_done(3)?;
         let Some(app_resource) = app_resource else {
             eprintln!("4. {crd_name}: the app cluster's CRD is gone already");
             return Ok(());
@@ -313,7 +326,7 @@ impl Move {
         if self.dry_run {
             return Ok(());
         }
-        for key in &plan.unfinalize {
+        for (done, key) in plan.unfinalize.iter().enumerate() {
             let api = api_for(&self.app, &app_resource, key);
             let Some(object) = api.get_opt(&key.name).await? else {
                 continue;
@@ -333,6 +346,7 @@ impl Move {
             )
             .await
             .with_context(|| format!("releasing {key}"))?;
+            self.stop.objects_done(4, done + 1)?;
         }
         let crds: Api<CustomResourceDefinition> = Api::all(self.app.clone());
         match crds.delete(crd_name, &DeleteParams::default()).await {
@@ -343,7 +357,8 @@ impl Move {
         self.until("the app cluster's CRD is gone", || async {
             Ok(crds.get_opt(crd_name).await?.is_none())
         })
-        .await
+        .await?;
+        self.stop.step_done(4)
     }
 
     /// Waits until `done` says so, for at most the move's timeout.

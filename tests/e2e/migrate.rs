@@ -8,14 +8,18 @@
 //! provider uids, spec and status) are served through bindery to the
 //! consumer, the copied CRD is gone, nothing was deleted on the provider,
 //! and once `bindery bind --export` registered the app cluster, kubectl
-//! there lists them through the aggregated path. A dry run changes nothing; an app object the konnector never
-//! synced stops the move before anything is removed, and the move finishes
-//! when run again.
+//! there lists them through the aggregated path. A dry run changes nothing.
+//! The move is interrupted after each step and halfway through steps 3 and
+//! 4 (the hidden `--stop-after`), and an app object the konnector never
+//! synced stops it before anything is removed; after each stop nothing is
+//! lost, and running the move again goes on from there and finishes. The
+//! administrator who bound the export with `--export` unbinds it.
 
 use crate::binder::{binder_token, bindery_command_for, succeeded};
 use crate::bindery::bindery;
 use crate::fixture::{clusters, own_app_cluster, repo_root, unique_name};
 use bindery::controllers::naming::cluster_namespace;
+use bindery::translate::identity::EXPORT_LABEL;
 use serde_json::{Value, json};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -243,8 +247,90 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
             .success()
     );
 
+    // Interrupted after each step, and inside the steps that change one
+    // object at a time, the move loses nothing, and running it again goes
+    // on from there. After each stop: what the step did is done, the rest
+    // is not, and every object is where it was (the provider's 100 with
+    // their uids, spec and status; the app cluster's 100 while its CRD is
+    // there).
+    let app_widgets = || items(&app.kubectl(&["-n", "default", "get", "widgets", "-o", "json"]));
+    let nothing_lost = |after: &str| {
+        let provider_now = provider_widgets();
+        assert_eq!(provider_now.len(), OBJECTS, "after {after}");
+        for (before, now) in provider_before.iter().zip(&provider_now) {
+            for field in [&["metadata", "uid"][..], &["spec"], &["status"]] {
+                let at = |o: &Value| field.iter().fold(o.clone(), |v, k| v[*k].clone());
+                assert_eq!(
+                    at(now),
+                    at(before),
+                    "after {after}: {}",
+                    before["metadata"]["name"]
+                );
+            }
+        }
+        if app
+            .kubectl_output(&["get", "crd", CRD], None)
+            .status
+            .success()
+        {
+            let uids: Vec<Value> = app_widgets()
+                .iter()
+                .map(|o| o["metadata"]["uid"].clone())
+                .collect();
+            let before: Vec<Value> = app_objects
+                .iter()
+                .map(|o| o["metadata"]["uid"].clone())
+                .collect();
+            assert_eq!(uids, before, "after {after}: the app cluster's objects");
+        }
+    };
+    let stop_after = |point: &str| {
+        let (ok, said) = migrate(&app.kubeconfig, &["--stop-after", point]);
+        assert!(!ok && said.contains("stopped after"), "{point}: {said}");
+        nothing_lost(point);
+    };
+    let adopted = || {
+        provider_widgets()
+            .iter()
+            .filter(|o| o["metadata"]["labels"][EXPORT_LABEL].is_string())
+            .count()
+    };
+    let held = || {
+        app_widgets()
+            .iter()
+            .filter(|o| {
+                o["metadata"]["finalizers"]
+                    .to_string()
+                    .contains("kubebind.io/syncer")
+            })
+            .count()
+    };
+    let konnector_replicas = || {
+        app.kubectl(&[
+            "-n",
+            "kube-bind",
+            "get",
+            "deployment",
+            "konnector",
+            "-o",
+            "jsonpath={.spec.replicas}",
+        ])
+    };
+    stop_after("1");
+    assert_eq!(konnector_replicas(), "0", "the konnector is stopped");
+    assert!(!provider_export("json").contains("bindery.dev/managed"));
+    stop_after("2");
+    let taken = provider_export("json");
+    assert!(
+        taken.contains("bindery.dev/managed") && taken.contains("identityHash"),
+        "{taken}"
+    );
+    assert_eq!(adopted(), 0);
+    stop_after("3.50");
+    assert_eq!(adopted(), 50, "half adopted");
+
     // An app object the konnector never synced stops the move before
-    // anything is removed.
+    // anything is removed (the rest is adopted first).
     app.kubectl_with_stdin(
         &["create", "-f", "-"],
         Some(
@@ -263,10 +349,14 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
         "the CRD is kept"
     );
     app.kubectl(&["-n", "default", "delete", "widget", "unsynced"]);
+    assert_eq!(adopted(), OBJECTS);
+    nothing_lost("the unsynced object");
 
-    // Run again, it finishes.
-    let (ok, said) = migrate(&app.kubeconfig, &[]);
-    assert!(ok, "{said}");
+    stop_after("3");
+    assert_eq!(held(), OBJECTS, "nothing released yet");
+    stop_after("4.50");
+    assert_eq!(held(), OBJECTS - 50, "half released");
+    stop_after("4");
     let deadline = Instant::now() + Duration::from_secs(30);
     while app
         .kubectl_output(&["get", "crd", CRD], None)
@@ -276,16 +366,23 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
         assert!(Instant::now() < deadline, "the copied CRD is gone");
         std::thread::sleep(Duration::from_millis(300));
     }
-    let replicas = app.kubectl(&[
-        "-n",
-        "kube-bind",
-        "get",
-        "deployment",
-        "konnector",
-        "-o",
-        "jsonpath={.spec.replicas}",
-    ]);
-    assert_eq!(replicas, "0", "the konnector is stopped");
+    assert!(
+        app.kubectl_output(&["get", "apiservicebinding", &export], None)
+            .status
+            .success(),
+        "kube-bind's binding is deleted last"
+    );
+
+    // Run again, it finishes.
+    let (ok, said) = migrate(&app.kubeconfig, &[]);
+    assert!(ok, "{said}");
+    assert!(
+        !app.kubectl_output(&["get", "apiservicebinding", &export], None)
+            .status
+            .success(),
+        "kube-bind's binding is gone"
+    );
+    assert_eq!(konnector_replicas(), "0", "the konnector is stopped");
 
     // Nothing was deleted on the provider, and bindery serves the same
     // objects to the consumer: same uids, spec and status.
@@ -412,6 +509,45 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
     );
     let (ok, said) = migrate(&app.kubeconfig, &[]);
     assert!(ok && said.contains("Nothing to move"), "{said}");
+    assert_eq!(provider_widgets().len(), OBJECTS);
+
+    // An administrator who may update the export, and holds `bind` on no
+    // template, unbinds it (there is no template of its name; on main a
+    // 403): the export goes, the objects stay on the provider (deletion
+    // policy Retain).
+    let (administrator, admin_token) = binder_token(false);
+    provider.kubectl(&[
+        "-n",
+        &cluster_ns,
+        "create",
+        "rolebinding",
+        "export-admin-only",
+        "--role=export-admin",
+        &format!(
+            "--serviceaccount=binders:{}",
+            administrator.rsplit(':').next().unwrap()
+        ),
+    ]);
+    succeeded(
+        "unbind",
+        &bindery_command_for(&bindery().url, "unbind", &app.kubeconfig)
+            .arg(&export)
+            .env("BINDERY_TOKEN", &admin_token)
+            .output()
+            .expect("bindery runs"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while provider
+        .kubectl_output(
+            &["-n", &cluster_ns, "get", "apiserviceexport", &export],
+            None,
+        )
+        .status
+        .success()
+    {
+        assert!(Instant::now() < deadline, "the export is gone");
+        std::thread::sleep(Duration::from_millis(300));
+    }
     assert_eq!(provider_widgets().len(), OBJECTS);
     for namespace in [&provider_ns, &cluster_ns] {
         provider.kubectl(&["delete", "namespace", namespace, "--wait=false"]);

@@ -51,7 +51,8 @@ mod tests {
             json!({"type": "Connected", "status": "False", "severity": "Error",
                 "reason": "Unreachable", "message": "no route",
                 "lastTransitionTime": "2026-01-02T03:04:05Z"}),
-            // Without a transition time (bindery's CRD accepts it).
+            // Without a transition time (bindery's CRDs accepted it before
+            // they required it, as kube-bind's do).
             json!({"type": "Ready", "status": "Unknown"}),
             // Kubernetes' form.
             json!({"type": "Ready", "status": "True", "reason": "Ok", "message": "",

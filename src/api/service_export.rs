@@ -167,7 +167,8 @@ status:
     #[test]
     fn an_export_with_the_konnectors_conditions_decodes() {
         // kube-bind's konnector leaves reason and message out when all is
-        // well, and adds a severity; bindery's CRD also lets the time out.
+        // well, and adds a severity; an object stored under bindery's older
+        // CRDs may lack the time.
         let export: APIServiceExport = serde_json::from_value(serde_json::json!({
             "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExport",
             "metadata": {"name": "e", "namespace": "kube-bind-x"},

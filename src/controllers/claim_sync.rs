@@ -1,6 +1,11 @@
 //! Provider-owned claimed Secrets and ConfigMaps into the app cluster.
 //! Workloads mount them, so they are the one thing bindery writes into an
-//! app cluster. The flow is one way: from the consumer's provider namespaces
+//! app cluster. Provider-owned means: covered by a claim with bindery's
+//! `owner: Provider`, or, for a claim without an owner (kube-bind's, whose
+//! direction is each object's), not marked `kube-bind.io/owner: consumer`
+//! (kube-bind pulls down what the provider marks as its own and what only
+//! the provider has; what the app cluster has of its own is never
+//! overwritten, below). The flow is one way: from the consumer's provider namespaces
 //! into the same-named consumer namespaces. Only objects covered by a claim
 //! that the consumer accepted in its APIServiceBinding are copied. A copy
 //! follows its source. It is deleted when the source is deleted, when the
@@ -131,16 +136,17 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
                 for source in sources.list(&ListParams::default()).await? {
                     let object = serde_json::to_value(&source).unwrap_or_default();
                     let covered = claims.iter().zip(&picked).any(|(claim, picked)| {
-                        covers(
-                            claim,
-                            &ClaimedObject {
-                                name: &source.name_any(),
-                                consumer_namespace: Some(&consumer_namespace),
-                                labels: source.labels(),
-                                side: ClaimOwner::Provider,
-                            },
-                            picked,
-                        )
+                        pulled_down(claim, source.labels())
+                            && covers(
+                                claim,
+                                &ClaimedObject {
+                                    name: &source.name_any(),
+                                    consumer_namespace: Some(&consumer_namespace),
+                                    labels: source.labels(),
+                                    side: ClaimOwner::Provider,
+                                },
+                                picked,
+                            )
                     });
                     if covered && source.metadata.deletion_timestamp.is_none() {
                         wanted.push(copy_of(&object, kind, &consumer_namespace, &name));
@@ -153,11 +159,26 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
     Ok(Action::requeue(RESYNC))
 }
 
-/// A claim on the core group's `plural` of objects the provider owns.
+/// A claim on the core group's `plural` that may cover objects the
+/// provider owns: bindery's `owner: Provider`, or kube-bind's, without an
+/// owner.
 fn is_provider_claim(claim: &PermissionClaim, plural: &str) -> bool {
     claim.group.is_empty()
         && claim.resource == plural
-        && claim.selector.owner == Some(ClaimOwner::Provider)
+        && claim.selector.owner != Some(ClaimOwner::Consumer)
+}
+
+/// Whether a provider object with `labels` goes down to the app cluster
+/// under `claim`: always under bindery's `owner: Provider` (the claim's
+/// selector checks the label), and under kube-bind's owner-less claim
+/// unless kube-bind marked it the consumer's (a copy its konnector pushed
+/// up, which the app cluster owns).
+fn pulled_down(
+    claim: &PermissionClaim,
+    labels: &std::collections::BTreeMap<String, String>,
+) -> bool {
+    claim.selector.owner.is_some()
+        || labels.get(OWNER_LABEL).map(String::as_str) != Some(ClaimOwner::Consumer.label_value())
 }
 
 fn provider_claims_of(export: &APIServiceExport, plural: &str) -> bool {
@@ -205,7 +226,7 @@ async fn sync_copies(
         let name = copy["metadata"]["name"].as_str().unwrap_or_default();
         let api: Api<DynamicObject> = Api::namespaced_with(app.clone(), namespace, resource);
         match api.get_opt(name).await {
-            Ok(Some(present)) if !present.labels().contains_key(COPY_LABEL) => {
+            Ok(Some(present)) if !overwritable(present.labels()) => {
                 tracing::warn!(%namespace, %name, kind = %resource.kind,
                     "the app cluster has its own object of a claimed name; not overwritten");
                 continue;
@@ -229,6 +250,16 @@ async fn sync_copies(
         }
     }
     Ok(())
+}
+
+/// Whether an app-cluster object of a copy's name may be overwritten by
+/// the copy: bindery's own copy, or the one kube-bind's konnector left (it
+/// marks what it copied down `kube-bind.io/owner: provider`), which an app
+/// cluster moved from kube-bind keeps following its source. Anything else is
+/// the consumer's own.
+fn overwritable(labels: &std::collections::BTreeMap<String, String>) -> bool {
+    labels.contains_key(COPY_LABEL)
+        || labels.get(OWNER_LABEL).map(String::as_str) == Some(ClaimOwner::Provider.label_value())
 }
 
 /// The label selector of `export`'s copies.
@@ -277,6 +308,61 @@ pub fn copy_of(source: &Value, kind: &str, consumer_namespace: &str, export: &st
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// kube-bind's claims have no owner: the provider's objects go down
+    /// unless kube-bind marked them the consumer's; bindery's `owner`
+    /// claims decide by their selector; consumer claims copy nothing.
+    #[test]
+    fn a_kube_bind_claim_pulls_down_what_the_consumer_does_not_own() {
+        let claim = |owner: Option<ClaimOwner>| {
+            let mut claim: PermissionClaim =
+                serde_json::from_value(json!({"group": "", "resource": "secrets",
+                    "selector": {"labelSelector": {"matchLabels": {"app": "x"}}}}))
+                .unwrap();
+            claim.selector.owner = owner;
+            claim
+        };
+        let labels = |owner: Option<&str>| {
+            let mut labels =
+                std::collections::BTreeMap::from([("app".to_string(), "x".to_string())]);
+            if let Some(owner) = owner {
+                labels.insert(OWNER_LABEL.to_string(), owner.to_string());
+            }
+            labels
+        };
+        let kube_bind = claim(None);
+        assert!(is_provider_claim(&kube_bind, "secrets"));
+        assert!(pulled_down(&kube_bind, &labels(Some("provider"))));
+        assert!(
+            pulled_down(&kube_bind, &labels(None)),
+            "only the provider has it"
+        );
+        assert!(!pulled_down(&kube_bind, &labels(Some("consumer"))));
+        let provider = claim(Some(ClaimOwner::Provider));
+        assert!(is_provider_claim(&provider, "secrets"));
+        assert!(
+            pulled_down(&provider, &labels(Some("consumer"))),
+            "the selector decides"
+        );
+        assert!(!is_provider_claim(
+            &claim(Some(ClaimOwner::Consumer)),
+            "secrets"
+        ));
+        assert!(!is_provider_claim(&kube_bind, "configmaps"));
+        // What the app cluster has of a copy's name.
+        assert!(overwritable(
+            &labels(None)
+                .into_iter()
+                .chain([(COPY_LABEL.to_string(), "true".to_string())])
+                .collect()
+        ));
+        assert!(
+            overwritable(&labels(Some("provider"))),
+            "the konnector's copy"
+        );
+        assert!(!overwritable(&labels(Some("consumer"))));
+        assert!(!overwritable(&labels(None)), "the consumer's own");
+    }
 
     #[test]
     fn a_copy_carries_the_content_and_the_consumers_terms_only() {

@@ -195,6 +195,104 @@ fn provider_owned_claimed_secrets_follow_their_source_into_the_app_cluster() {
     app.kubectl(&["-n", "default", "delete", "secret", &own]);
 }
 
+/// kube-bind's claims carry no `owner`: the direction is each object's, by
+/// its `kube-bind.io/owner` label, or where it exists. Under such a claim a
+/// provider Secret marked as the provider's, and one only the provider has,
+/// are copied into the app cluster; one kube-bind marked the consumer's (a
+/// copy its konnector pushed up) is not. On main no owner-less claim copied
+/// anything, so an export kube-bind made lost its provider Secrets when it
+/// moved to bindery.
+#[test]
+fn a_kube_bind_claim_copies_down_what_kube_bind_would() {
+    install_examples();
+    let template = unique_name("kube-bind-claims");
+    let selector = unique_name("kb");
+    let object = serde_json::json!({
+        "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExportTemplate",
+        "metadata": {"name": template},
+        "spec": {
+            "scope": "Namespaced",
+            "resources": [{"group": "anynines.com", "resource": "servicebindings"}],
+            "permissionClaims": [{"group": "", "resource": "secrets",
+                "selector": {"labelSelector": {"matchLabels": {"kb-claim": selector}}}}],
+            "namespaces": [{"name": "default"}],
+        },
+    });
+    let provider = &clusters().provider;
+    provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&object.to_string()));
+    let _guard = app_cluster_binds();
+    let token = bind_template(&template);
+    let source_namespace = format!("{}-default", app_cluster_namespace());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !provider
+        .kubectl_output(&["get", "namespace", &source_namespace], None)
+        .status
+        .success()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the pre-seeded namespace never appeared"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let secret = |name: &str, owner: Option<&str>| {
+        let mut labels = serde_json::json!({"kb-claim": selector});
+        if let Some(owner) = owner {
+            labels["kube-bind.io/owner"] = serde_json::json!(owner);
+        }
+        let secret = serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": source_namespace, "labels": labels},
+            "stringData": {"password": name},
+        });
+        provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&secret.to_string()));
+    };
+    let (marked, unmarked, theirs) = (
+        unique_name("kb-provider"),
+        unique_name("kb-unmarked"),
+        unique_name("kb-consumer"),
+    );
+    // The copy kube-bind's konnector left of `marked`, now stale.
+    let left = serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": marked, "namespace": "default",
+            "labels": {"kube-bind.io/owner": "provider"},
+            "annotations": {"kube-bind.io/provider-uid": "from-the-konnector"}},
+        "stringData": {"password": "stale"},
+    });
+    clusters()
+        .app
+        .kubectl_with_stdin(&["apply", "-f", "-"], Some(&left.to_string()));
+    secret(&theirs, Some("consumer"));
+    secret(&marked, Some("provider"));
+    secret(&unmarked, None);
+    wait_for_copy(
+        &marked,
+        Some(&marked),
+        "marked the provider's: copied over the konnector's stale copy",
+    );
+    wait_for_copy(&unmarked, Some(&unmarked), "only on the provider: copied");
+    assert_eq!(
+        app_password(&theirs),
+        None,
+        "marked the consumer's: never copied"
+    );
+    succeeded("unbind", &bindery_cli("unbind", &token, &[&template]));
+    wait_for_copy(&marked, None, "unbound: the copies go");
+    let _ = provider.kubectl_output(
+        &[
+            "-n",
+            &source_namespace,
+            "delete",
+            "secret",
+            &marked,
+            &unmarked,
+            &theirs,
+        ],
+        None,
+    );
+}
+
 /// A template offering servicebindings (not postgresqlinstances, which
 /// other tests bind through their own exports) with a claim on the
 /// consumer's ConfigMaps labelled `share=yes`, and the `extra` claims;

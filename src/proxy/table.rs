@@ -11,7 +11,6 @@ use crate::table::{Columns, table};
 use crate::translate::request::ProviderRequest;
 use crate::wire::accept::{Media, MetaVersion, Target};
 use http::Response;
-use serde_json::Value;
 use std::time::SystemTime;
 
 impl Exchange<'_> {
@@ -42,10 +41,11 @@ impl Exchange<'_> {
         let Some(bytes) = self.proxy.upstream.list_translated(&upstream, &make).await else {
             return Ok(None);
         };
-        let value: Value = serde_json::from_slice(&bytes).map_err(|_| self.unreadable())?;
-        match table(&columns, &value, options.include_object, SystemTime::now()) {
-            Ok(table) => self.respond(200, &table, Vec::new()).map(Some),
-            Err(_) => Ok(None),
-        }
+        let Ok(table) = table(&columns, &bytes, options.include_object, SystemTime::now()) else {
+            return Ok(None);
+        };
+        // Compact JSON as it is; any other form (YAML, pretty) encoded
+        // from it as every answer is.
+        self.translated(200, &table, Vec::new()).map(Some)
     }
 }

@@ -3,106 +3,117 @@
 //! struct's order, owner references and managed-fields entries in theirs,
 //! and fields the struct does not have dropped. A custom resource's own
 //! metadata is written from a map instead, keys sorted; this turns one into
-//! the other. Pure.
+//! the other without decoding the values (each field's JSON is kept as it
+//! came). Pure.
 
-use serde_json::{Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
-/// `metav1.ObjectMeta`'s fields, in order.
-const OBJECT_META: [&str; 15] = [
-    "name",
-    "generateName",
-    "namespace",
-    "selfLink",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "finalizers",
-    "managedFields",
-];
+type Raw<'a> = Option<&'a RawValue>;
 
-/// `metav1.OwnerReference`'s fields, in order.
-const OWNER_REFERENCE: [&str; 6] = [
-    "apiVersion",
-    "kind",
-    "name",
-    "uid",
-    "controller",
-    "blockOwnerDeletion",
-];
-
-/// `metav1.ManagedFieldsEntry`'s fields, in order.
-const MANAGED_FIELDS_ENTRY: [&str; 7] = [
-    "manager",
-    "operation",
-    "apiVersion",
-    "time",
-    "fieldsType",
-    "fieldsV1",
-    "subresource",
-];
-
-/// `metadata` (an object's) as the `ObjectMeta` struct writes it.
-pub fn in_struct_order(metadata: &Value) -> Value {
-    let Value::Object(fields) = metadata else {
-        return Value::Object(Map::new());
-    };
-    let mut out = ordered(fields, &OBJECT_META);
-    for (key, order) in [
-        ("ownerReferences", &OWNER_REFERENCE[..]),
-        ("managedFields", &MANAGED_FIELDS_ENTRY[..]),
-    ] {
-        if let Some(Value::Array(items)) = out.get_mut(key) {
-            for item in items.iter_mut() {
-                if let Value::Object(fields) = item {
-                    *item = Value::Object(ordered(fields, order));
-                }
-            }
-        }
-    }
-    Value::Object(out)
+/// `metav1.ObjectMeta`, its fields in order, each as its JSON.
+#[derive(Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ObjectMeta<'a> {
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    name: Raw<'a>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    generate_name: Raw<'a>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    namespace: Raw<'a>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    self_link: Raw<'a>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    uid: Raw<'a>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    resource_version: Raw<'a>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    generation: Raw<'a>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    creation_timestamp: Raw<'a>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    deletion_timestamp: Raw<'a>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    deletion_grace_period_seconds: Raw<'a>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    labels: Raw<'a>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    annotations: Raw<'a>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    owner_references: Option<Vec<OwnerReference<'a>>>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    finalizers: Raw<'a>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    managed_fields: Option<Vec<ManagedFieldsEntry<'a>>>,
 }
 
-fn ordered(fields: &Map<String, Value>, order: &[&str]) -> Map<String, Value> {
-    order
-        .iter()
-        .filter_map(|key| {
-            fields
-                .get(*key)
-                .map(|value| (key.to_string(), value.clone()))
-        })
-        .collect()
+/// `metav1.OwnerReference`, its fields in order.
+#[derive(Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OwnerReference<'a> {
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    api_version: Raw<'a>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    kind: Raw<'a>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    name: Raw<'a>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    uid: Raw<'a>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    controller: Raw<'a>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    block_owner_deletion: Raw<'a>,
+}
+
+/// `metav1.ManagedFieldsEntry`, its fields in order.
+#[derive(Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ManagedFieldsEntry<'a> {
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    manager: Raw<'a>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    operation: Raw<'a>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    api_version: Raw<'a>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    time: Raw<'a>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    fields_type: Raw<'a>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    fields_v1: Raw<'a>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    subresource: Raw<'a>,
+}
+
+/// An object's `metadata` JSON as the `ObjectMeta` struct writes it;
+/// `None` when it is not an object of that shape.
+pub fn in_struct_order(metadata: &str) -> Option<String> {
+    let meta: ObjectMeta = serde_json::from_str(metadata).ok()?;
+    serde_json::to_string(&meta).ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn fields_come_in_the_structs_order_and_unknown_ones_go() {
-        let metadata = json!({
-            "creationTimestamp": "t", "generation": 1, "labels": {"a": "b"},
-            "managedFields": [{"apiVersion": "v1", "fieldsType": "FieldsV1",
-                "fieldsV1": {"f:spec": {}}, "manager": "m", "operation": "Update", "time": "t"}],
-            "name": "x", "namespace": "ns", "ownerReferences": [{"kind": "K", "uid": "u",
-                "name": "o", "apiVersion": "v1", "controller": true}],
-            "resourceVersion": "5", "uid": "u1", "unknown": 1,
-        });
-        let text = serde_json::to_string(&in_struct_order(&metadata)).unwrap();
+        let metadata = r#"{"creationTimestamp":"t","generation":1,"labels":{"a":"b"},
+            "managedFields":[{"apiVersion":"v1","fieldsType":"FieldsV1",
+                "fieldsV1":{"f:spec":{}},"manager":"m","operation":"Update","time":"t"}],
+            "name":"x","namespace":"ns","ownerReferences":[{"kind":"K","uid":"u",
+                "name":"o","apiVersion":"v1","controller":true}],
+            "resourceVersion":"5","uid":"u1","unknown":1}"#;
         assert_eq!(
-            text,
+            in_struct_order(metadata).unwrap(),
             concat!(
                 r#"{"name":"x","namespace":"ns","uid":"u1","resourceVersion":"5","generation":1,"#,
                 r#""creationTimestamp":"t","labels":{"a":"b"},"ownerReferences":[{"apiVersion":"v1","kind":"K","name":"o","uid":"u","controller":true}],"#,
                 r#""managedFields":[{"manager":"m","operation":"Update","apiVersion":"v1","time":"t","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{}}}]}"#
             )
         );
-        assert_eq!(in_struct_order(&Value::Null), json!({}));
+        assert_eq!(in_struct_order("{}").unwrap(), "{}");
+        assert_eq!(in_struct_order("null"), None);
+        assert_eq!(in_struct_order(r#"{"ownerReferences":1}"#), None);
     }
 }

@@ -78,11 +78,11 @@ where
             } else {
                 "readOnly"
             };
-            let gauge = metrics
-                .in_flight
-                .get_or_create_owned(&KindLabels { request_kind });
-            gauge.inc();
-            gauge
+            InFlight::begin(
+                metrics
+                    .in_flight
+                    .get_or_create_owned(&KindLabels { request_kind }),
+            )
         });
         let trace = Arc::new(Trace::default());
         let future = traced(trace.clone(), self.inner.call(request));
@@ -105,7 +105,7 @@ where
                 started,
                 trace,
                 bytes: 0,
-                in_flight,
+                _in_flight: in_flight,
                 long_running,
             };
             Ok(response.map(|body| {
@@ -132,8 +132,27 @@ struct Done {
     started: Instant,
     trace: Arc<Trace>,
     bytes: usize,
-    in_flight: Option<prometheus_client::metrics::gauge::Gauge>,
+    /// Held until the body is sent, then dropped.
+    _in_flight: Option<InFlight>,
     long_running: Option<prometheus_client::metrics::gauge::Gauge>,
+}
+
+/// A request counted in flight until this is dropped: with its response's
+/// body, or with the request's future when the client goes before the
+/// answer.
+struct InFlight(prometheus_client::metrics::gauge::Gauge);
+
+impl InFlight {
+    fn begin(gauge: prometheus_client::metrics::gauge::Gauge) -> Self {
+        gauge.inc();
+        Self(gauge)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 impl Done {
@@ -147,9 +166,6 @@ impl Drop for Done {
         let took = self.started.elapsed();
         let metrics = &crate::metrics::metrics().requests;
         let labels = std::mem::take(&mut self.labels);
-        if let Some(gauge) = &self.in_flight {
-            gauge.dec();
-        }
         if let Some(gauge) = &self.long_running {
             gauge.dec();
         }
@@ -255,6 +271,36 @@ mod tests {
                 code: code.into(),
             })
             .get()
+    }
+
+    /// A request whose caller went before the answer is no longer in
+    /// flight.
+    #[tokio::test]
+    async fn a_request_given_up_leaves_no_request_in_flight() {
+        let pending = tower::service_fn(|_: Request<()>| -> BoxFuture<'static, _> {
+            Box::pin(std::future::pending::<
+                Result<Response<BoxBody>, std::convert::Infallible>,
+            >())
+        });
+        let gauge = || {
+            crate::metrics::metrics()
+                .requests
+                .in_flight
+                .get_or_create(&KindLabels {
+                    request_kind: "mutating",
+                })
+                .get()
+        };
+        let before = gauge();
+        let mut service = ObserveLayer.layer(pending);
+        let future = service.call(
+            Request::post("/apis/observe.test/v1/namespaces/a/given-up")
+                .body(())
+                .unwrap(),
+        );
+        assert_eq!(gauge(), before + 1);
+        drop(future);
+        assert_eq!(gauge(), before);
     }
 
     #[tokio::test]

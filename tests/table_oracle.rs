@@ -253,7 +253,7 @@ fn table_cells_agree_with_kube_apiservers_table_convertor() {
             ));
             continue;
         }
-        let cells = match columns.cells(&case.object, now) {
+        let cells = match columns.cells_of(&case.object.to_string(), now) {
             Ok(cells) => cells,
             Err(_) => {
                 declined += 1;

@@ -55,6 +55,14 @@ impl Path {
         Ok(Path { steps })
     }
 
+    /// The object fields the path goes through before its first step that
+    /// is not a plain field: everything it can find lies below them.
+    pub fn leading_fields(&self) -> Vec<String> {
+        let mut fields = Vec::new();
+        leading(&self.steps, &mut fields);
+        fields
+    }
+
     /// The first value the path finds in `object`, as the table convertor
     /// takes it; `Ok(None)` when it finds none or Go's evaluation fails
     /// (both give a `null` cell).
@@ -64,6 +72,25 @@ impl Path {
             Err(Failed) => Ok(None),
         }
     }
+}
+
+/// Adds `steps`' leading plain fields to `fields`; whether every step was
+/// one.
+fn leading(steps: &[Step], fields: &mut Vec<String>) -> bool {
+    for step in steps {
+        let plain = match step {
+            Step::Field(name) => {
+                fields.push(name.clone());
+                true
+            }
+            Step::Path(inner) => leading(inner, fields),
+            _ => false,
+        };
+        if !plain {
+            return false;
+        }
+    }
+    true
 }
 
 /// Go's evaluation returned an error (the cell is `null`).
@@ -338,6 +365,23 @@ mod tests {
             Ok(None),
             "not an array"
         );
+    }
+
+    #[test]
+    fn a_path_reads_below_its_leading_fields() {
+        let leading = |path: &str| Path::parse(path).unwrap().leading_fields();
+        assert_eq!(leading(".spec.plan"), ["spec", "plan"]);
+        assert_eq!(leading("['spec'].plan"), ["spec", "plan"]);
+        assert_eq!(leading(".spec['a.b'].c"), ["spec", "a", "b", "c"]);
+        assert_eq!(
+            leading(".status.conditions[0].type"),
+            ["status", "conditions"]
+        );
+        assert_eq!(
+            leading(r#".status.conditions[?(@.type=="Ready")].status"#),
+            ["status", "conditions"]
+        );
+        assert_eq!(leading(".items[*].name"), ["items"]);
     }
 
     #[test]

@@ -9,12 +9,14 @@
 
 pub mod cells;
 pub mod jsonpath;
+pub mod pruned;
 
 use crate::wire::object_meta;
 use crate::wire::query::IncludeObject;
 use cells::CellType;
 use jsonpath::{Path, Unsupported};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionSpec;
+use pruned::Keep;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use std::time::SystemTime;
@@ -32,6 +34,8 @@ pub struct Columns {
     definitions: Value,
     /// Each printer column's path and type (after `Name`).
     paths: Vec<(Path, CellType)>,
+    /// What of an object the cells read.
+    keep: Keep,
 }
 
 impl Columns {
@@ -78,15 +82,28 @@ impl Columns {
                 "description": CREATION_TIMESTAMP_DESCRIPTION, "priority": 0,
             }));
         }
+        let mut keep = Keep::nothing();
+        keep.add(&["metadata".into(), "name".into()]);
+        for (path, _) in &paths {
+            keep.add(&path.leading_fields());
+        }
         Ok(Columns {
             definitions: Value::Array(definitions),
             paths,
+            keep,
         })
     }
 
     /// `columnDefinitions`, `Name` first.
     pub fn definitions(&self) -> &Value {
         &self.definitions
+    }
+
+    /// The cells of an object given as its JSON, at `now`: only what the
+    /// columns read of it is decoded.
+    pub fn cells_of(&self, object: &str, now: SystemTime) -> Result<Vec<Value>, Unsupported> {
+        let object = self.keep.decode(object).map_err(|_| Unsupported)?;
+        self.cells(&object, now)
     }
 
     /// One object's cells, at `now`.
@@ -106,44 +123,88 @@ impl Columns {
 
 /// A list as the cache gives it: its metadata, and each item's JSON.
 #[derive(serde::Deserialize)]
-struct RawList<'a> {
+pub struct RawList<'a> {
     #[serde(default)]
     metadata: Map<String, Value>,
     #[serde(borrow, default)]
     items: Option<Vec<&'a RawValue>>,
 }
 
+impl<'a> RawList<'a> {
+    /// Reads a list's JSON, keeping each item as its bytes.
+    pub fn read(list: &'a [u8]) -> Result<RawList<'a>, Unsupported> {
+        serde_json::from_slice(list).map_err(|_| Unsupported)
+    }
+
+    /// Whether both lists hold the same items, byte for byte.
+    pub fn same_items(&self, other: &RawList) -> bool {
+        let items = |list: &RawList| list.items.as_deref().unwrap_or_default().len();
+        items(self) == items(other)
+            && self
+                .items
+                .iter()
+                .flatten()
+                .zip(other.items.iter().flatten())
+                .all(|(a, b)| a.get() == b.get())
+    }
+}
+
 /// The Table (`meta.k8s.io/v1`) of `list` (a list of the resource, as JSON,
 /// in the caller's terms), with `columns`, its rows carrying what `include`
-/// asks; as compact JSON. The row objects are written from the items' own
-/// bytes, so a Table costs decoding each item once, for its cells.
+/// asks; as compact JSON.
 pub fn table(
     columns: &Columns,
     list: &[u8],
     include: IncludeObject,
     now: SystemTime,
 ) -> Result<Vec<u8>, Unsupported> {
-    let list: RawList = serde_json::from_slice(list).map_err(|_| Unsupported)?;
+    let list = RawList::read(list)?;
+    let rows = rows(columns, &list, include, now)?;
+    table_of_rows(columns, &list, &rows)
+}
+
+/// The Table of `list` with `rows` made of it (or of a list with the same
+/// items).
+pub fn table_of_rows(
+    columns: &Columns,
+    list: &RawList,
+    rows: &[u8],
+) -> Result<Vec<u8>, Unsupported> {
     let mut metadata = Map::new();
     for key in ["resourceVersion", "continue", "remainingItemCount"] {
         if let Some(value) = list.metadata.get(key).filter(|v| !is_empty(v)) {
             metadata.insert(key.into(), value.clone());
         }
     }
-    let items = list.items.unwrap_or_default();
-    let mut out = Vec::with_capacity(256 + items.iter().map(|i| i.get().len() + 64).sum::<usize>());
+    let mut out = Vec::with_capacity(rows.len() + 2048);
     out.extend_from_slice(br#"{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":"#);
     write_json(&mut out, &Value::Object(metadata))?;
     out.extend_from_slice(br#","columnDefinitions":"#);
     write_json(&mut out, &columns.definitions)?;
     out.extend_from_slice(br#","rows":["#);
+    out.extend_from_slice(rows);
+    out.extend_from_slice(b"]}");
+    Ok(out)
+}
+
+/// The rows of `list`'s items, comma-separated: each item's cells and what
+/// `include` asks of it. The row objects are written from the items' own
+/// bytes, and only what the columns read is decoded, so a row costs about
+/// a pass over its item.
+pub fn rows(
+    columns: &Columns,
+    list: &RawList,
+    include: IncludeObject,
+    now: SystemTime,
+) -> Result<Vec<u8>, Unsupported> {
+    let items = list.items.as_deref().unwrap_or_default();
+    let mut out = Vec::with_capacity(items.iter().map(|i| i.get().len() + 64).sum::<usize>());
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        let object: Value = serde_json::from_str(item.get()).map_err(|_| Unsupported)?;
         out.extend_from_slice(br#"{"cells":"#);
-        write_json(&mut out, &Value::Array(columns.cells(&object, now)?))?;
+        write_json(&mut out, &Value::Array(columns.cells_of(item.get(), now)?))?;
         out.extend_from_slice(br#","object":"#);
         match include {
             IncludeObject::None => out.extend_from_slice(b"null"),
@@ -167,7 +228,6 @@ pub fn table(
         }
         out.push(b'}');
     }
-    out.extend_from_slice(b"]}");
     Ok(out)
 }
 

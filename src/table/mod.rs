@@ -123,7 +123,7 @@ impl Columns {
 
 /// A list as the cache gives it: its metadata, and each item's JSON.
 #[derive(serde::Deserialize)]
-pub struct RawList<'a> {
+struct RawList<'a> {
     #[serde(default)]
     metadata: Map<String, Value>,
     #[serde(borrow, default)]
@@ -132,20 +132,8 @@ pub struct RawList<'a> {
 
 impl<'a> RawList<'a> {
     /// Reads a list's JSON, keeping each item as its bytes.
-    pub fn read(list: &'a [u8]) -> Result<RawList<'a>, Unsupported> {
+    fn read(list: &'a [u8]) -> Result<RawList<'a>, Unsupported> {
         serde_json::from_slice(list).map_err(|_| Unsupported)
-    }
-
-    /// Whether both lists hold the same items, byte for byte.
-    pub fn same_items(&self, other: &RawList) -> bool {
-        let items = |list: &RawList| list.items.as_deref().unwrap_or_default().len();
-        items(self) == items(other)
-            && self
-                .items
-                .iter()
-                .flatten()
-                .zip(other.items.iter().flatten())
-                .all(|(a, b)| a.get() == b.get())
     }
 }
 
@@ -163,13 +151,8 @@ pub fn table(
     table_of_rows(columns, &list, &rows)
 }
 
-/// The Table of `list` with `rows` made of it (or of a list with the same
-/// items).
-pub fn table_of_rows(
-    columns: &Columns,
-    list: &RawList,
-    rows: &[u8],
-) -> Result<Vec<u8>, Unsupported> {
+/// The Table of `list` with `rows` made of it.
+fn table_of_rows(columns: &Columns, list: &RawList, rows: &[u8]) -> Result<Vec<u8>, Unsupported> {
     let mut metadata = Map::new();
     for key in ["resourceVersion", "continue", "remainingItemCount"] {
         if let Some(value) = list.metadata.get(key).filter(|v| !is_empty(v)) {
@@ -191,7 +174,7 @@ pub fn table_of_rows(
 /// `include` asks of it. The row objects are written from the items' own
 /// bytes, and only what the columns read is decoded, so a row costs about
 /// a pass over its item.
-pub fn rows(
+fn rows(
     columns: &Columns,
     list: &RawList,
     include: IncludeObject,

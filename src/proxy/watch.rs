@@ -7,6 +7,7 @@
 
 use crate::upstream::{BoxBody, BoxError};
 use crate::wire::accept::MetaVersion;
+use crate::wire::object_meta;
 use bytes::{Bytes, BytesMut};
 use futures::{SinkExt, StreamExt};
 use http_body_util::{BodyExt, StreamBody};
@@ -31,8 +32,9 @@ pub fn json_lines(
 
 /// A whole object's watch event as a metadata watch has it: the object
 /// (of an object event or a bookmark) becomes a `PartialObjectMetadata`
-/// of `meta`'s version with the object's metadata. An error's Status, or
-/// an object already partial, is left as it is.
+/// of `meta`'s version with the object's metadata, its fields in
+/// `ObjectMeta`'s order as kube-apiserver writes them. An error's Status,
+/// or an object already partial, is left as it is.
 pub fn cut_to_metadata(event: &mut serde_json::Value, meta: MetaVersion) {
     let object = &mut event["object"];
     if !object.is_object() || object["kind"] == "Status" {
@@ -42,6 +44,9 @@ pub fn cut_to_metadata(event: &mut serde_json::Value, meta: MetaVersion) {
         .get_mut("metadata")
         .map(serde_json::Value::take)
         .unwrap_or(serde_json::Value::Null);
+    let metadata = object_meta::in_struct_order(&metadata.to_string())
+        .and_then(|ordered| serde_json::from_str(&ordered).ok())
+        .unwrap_or(metadata);
     *object = serde_json::json!({
         "kind": "PartialObjectMetadata",
         "apiVersion": meta.api_version(),
@@ -135,6 +140,15 @@ mod tests {
         assert_eq!(
             bookmark["object"]["metadata"],
             json!({"resourceVersion": "9"})
+        );
+        let mut event = json!({"type": "ADDED", "object": {"apiVersion": "g/v1", "kind": "Thing",
+            "metadata": {"labels": {"a": "2", "b": "1"}, "name": "a", "namespace": "n",
+                "resourceVersion": "7", "uid": "u"}}});
+        cut_to_metadata(&mut event, MetaVersion::V1);
+        assert_eq!(
+            serde_json::to_string(&event["object"]["metadata"]).unwrap(),
+            r#"{"name":"a","namespace":"n","uid":"u","resourceVersion":"7","labels":{"a":"2","b":"1"}}"#,
+            "ObjectMeta's order, as kube-apiserver writes it"
         );
         let error =
             json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "code": 410}});

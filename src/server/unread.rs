@@ -6,7 +6,9 @@
 //! of an unread body), and for the same reason: hyper would otherwise stop
 //! reading and close the connection, and a client still sending its body
 //! to a closed socket is reset by the kernel, losing the answer it had not
-//! read yet.
+//! read yet. Over HTTP/2 the same holds for one stream: h2 resets a stream
+//! whose body was dropped unread, and a client caught sending reports an
+//! error for the answer it was given.
 
 use bytes::Buf;
 use http_body::{Body, Frame, SizeHint};
@@ -37,8 +39,11 @@ impl<B> Unread<B>
 where
     B: Body + Send + Unpin + 'static,
 {
-    /// `body`, its rest discarded on drop when `discard` is true (HTTP/1.1;
-    /// an HTTP/2 stream ends on its own without touching the connection).
+    /// `body`, its rest discarded on drop when `discard` is true. bindery
+    /// discards over both protocols: over HTTP/2, a body dropped before its
+    /// end makes h2 reset the stream as soon as the answer is out, and a
+    /// client still sending (curl 7.88) then reports a stream error instead
+    /// of the answer it was given.
     pub fn new(body: B, discard: bool) -> Self {
         Unread {
             body: Some(body),

@@ -107,7 +107,7 @@ impl Columns {
     }
 
     /// One object's cells, at `now`.
-    pub fn cells(&self, object: &Value, now: SystemTime) -> Result<Vec<Value>, Unsupported> {
+    fn cells(&self, object: &Value, now: SystemTime) -> Result<Vec<Value>, Unsupported> {
         let mut cells = Vec::with_capacity(1 + self.paths.len());
         cells.push(object["metadata"]["name"].clone());
         for (path, kind) in &self.paths {
@@ -130,58 +130,31 @@ struct RawList<'a> {
     items: Option<Vec<&'a RawValue>>,
 }
 
-impl<'a> RawList<'a> {
-    /// Reads a list's JSON, keeping each item as its bytes.
-    fn read(list: &'a [u8]) -> Result<RawList<'a>, Unsupported> {
-        serde_json::from_slice(list).map_err(|_| Unsupported)
-    }
-}
-
 /// The Table (`meta.k8s.io/v1`) of `list` (a list of the resource, as JSON,
 /// in the caller's terms), with `columns`, its rows carrying what `include`
-/// asks; as compact JSON.
+/// asks; as compact JSON. The row objects are written from the items' own
+/// bytes, and a row's cells decode only what the columns read of its item,
+/// so a row costs about a pass over its item.
 pub fn table(
     columns: &Columns,
     list: &[u8],
     include: IncludeObject,
     now: SystemTime,
 ) -> Result<Vec<u8>, Unsupported> {
-    let list = RawList::read(list)?;
-    let rows = rows(columns, &list, include, now)?;
-    table_of_rows(columns, &list, &rows)
-}
-
-/// The Table of `list` with `rows` made of it.
-fn table_of_rows(columns: &Columns, list: &RawList, rows: &[u8]) -> Result<Vec<u8>, Unsupported> {
+    let list: RawList = serde_json::from_slice(list).map_err(|_| Unsupported)?;
     let mut metadata = Map::new();
     for key in ["resourceVersion", "continue", "remainingItemCount"] {
         if let Some(value) = list.metadata.get(key).filter(|v| !is_empty(v)) {
             metadata.insert(key.into(), value.clone());
         }
     }
-    let mut out = Vec::with_capacity(rows.len() + 2048);
+    let items = list.items.unwrap_or_default();
+    let mut out = Vec::with_capacity(256 + items.iter().map(|i| i.get().len() + 64).sum::<usize>());
     out.extend_from_slice(br#"{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":"#);
     write_json(&mut out, &Value::Object(metadata))?;
     out.extend_from_slice(br#","columnDefinitions":"#);
     write_json(&mut out, &columns.definitions)?;
     out.extend_from_slice(br#","rows":["#);
-    out.extend_from_slice(rows);
-    out.extend_from_slice(b"]}");
-    Ok(out)
-}
-
-/// The rows of `list`'s items, comma-separated: each item's cells and what
-/// `include` asks of it. The row objects are written from the items' own
-/// bytes, and only what the columns read is decoded, so a row costs about
-/// a pass over its item.
-fn rows(
-    columns: &Columns,
-    list: &RawList,
-    include: IncludeObject,
-    now: SystemTime,
-) -> Result<Vec<u8>, Unsupported> {
-    let items = list.items.as_deref().unwrap_or_default();
-    let mut out = Vec::with_capacity(items.iter().map(|i| i.get().len() + 64).sum::<usize>());
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
             out.push(b',');
@@ -211,6 +184,7 @@ fn rows(
         }
         out.push(b'}');
     }
+    out.extend_from_slice(b"]}");
     Ok(out)
 }
 

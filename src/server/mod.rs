@@ -117,7 +117,7 @@ pub async fn run(
             let requests = activity.clone();
             let service =
                 tower::service_fn(move |request: http::Request<hyper::body::Incoming>| {
-                    let mut request = request.map(|body| unread::Unread::new(body, true));
+                    let mut request = request.map(unread::Unread::new);
                     if let Some(peer) = &peer {
                         request.extensions_mut().insert(peer.clone());
                     }

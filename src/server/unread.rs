@@ -25,30 +25,21 @@ pub const MAX_DISCARDED: usize = 256 << 10;
 /// default request timeout. Past it the connection is closed.
 pub const DISCARD_WITHIN: Duration = Duration::from_secs(60);
 
-/// A request body (`B`) whose unread rest is discarded when it is dropped,
-/// if `discard` was asked for.
+/// A request body (`B`) whose unread rest is discarded when it is dropped.
 pub struct Unread<B>
 where
     B: Body + Send + Unpin + 'static,
 {
     body: Option<B>,
-    discard: bool,
 }
 
 impl<B> Unread<B>
 where
     B: Body + Send + Unpin + 'static,
 {
-    /// `body`, its rest discarded on drop when `discard` is true. bindery
-    /// discards over both protocols: over HTTP/2, a body dropped before its
-    /// end makes h2 reset the stream as soon as the answer is out, and a
-    /// client still sending (curl 7.88) then reports a stream error instead
-    /// of the answer it was given.
-    pub fn new(body: B, discard: bool) -> Self {
-        Unread {
-            body: Some(body),
-            discard,
-        }
+    /// `body`, its rest discarded on drop, over HTTP/1.1 and HTTP/2 alike.
+    pub fn new(body: B) -> Self {
+        Unread { body: Some(body) }
     }
 }
 
@@ -88,7 +79,7 @@ where
         let Some(body) = self.body.take() else {
             return;
         };
-        if !self.discard || body.is_end_stream() {
+        if body.is_end_stream() {
             return;
         }
         // No runtime (a test dropping a request outside one): nothing to
@@ -152,7 +143,7 @@ mod tests {
     #[tokio::test]
     async fn an_unread_body_is_read_to_its_end_when_dropped() {
         let (body, read) = counted(10);
-        drop(Unread::new(body, true));
+        drop(Unread::new(body));
         settle().await;
         assert_eq!(read.load(Ordering::SeqCst), 10);
     }
@@ -160,24 +151,16 @@ mod tests {
     #[tokio::test]
     async fn no_more_than_go_reads_is_read() {
         let (body, read) = counted(1024);
-        drop(Unread::new(body, true));
+        drop(Unread::new(body));
         settle().await;
         // The chunk that crosses the limit is read, then reading stops.
         assert_eq!(read.load(Ordering::SeqCst), MAX_DISCARDED / 1024 + 1);
     }
 
     #[tokio::test]
-    async fn a_body_not_to_be_discarded_is_left_alone() {
-        let (body, read) = counted(10);
-        drop(Unread::new(body, false));
-        settle().await;
-        assert_eq!(read.load(Ordering::SeqCst), 0);
-    }
-
-    #[tokio::test]
     async fn a_read_body_reads_as_the_body() {
         let (body, _) = counted(3);
-        let whole = Unread::new(body, true).collect().await.unwrap().to_bytes();
+        let whole = Unread::new(body).collect().await.unwrap().to_bytes();
         assert_eq!(whole.len(), 3 * 1024);
     }
 }

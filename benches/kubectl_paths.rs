@@ -11,8 +11,11 @@
 //! the bound side, until the event reaches a client watching through the app
 //! cluster). Prints p50 and p99 per side and the ratios. `cargo bench --bench
 //! kubectl_paths` makes the full rounds (`BINDERY_BENCH_ROUNDS` scales
-//! them); `cargo test` runs a few as a smoke test. Results and the command
-//! are recorded in `benches/RESULTS.md`.
+//! them); `cargo test` runs a few as a smoke test. Requests ask for gzip and
+//! the client decompresses what comes compressed, as kubectl's Go transport
+//! does; `BINDERY_BENCH_ENCODING=identity` asks for no compression (what
+//! `kubectl --disable-compression` sends). Results and the command are
+//! recorded in `benches/RESULTS.md`.
 
 #[allow(dead_code)]
 #[path = "../tests/e2e/binder.rs"]
@@ -77,7 +80,8 @@ fn main() {
         }
         let (bound, local) = watch_delivery(&app, rounds(200)).await;
         report.push(("WATCH delivery", bound, local));
-        println!("kubectl-paths: {OBJECTS} objects of about 0.7 KiB in one namespace, interleaved rounds");
+        let encoding = if asks_for_gzip() { "gzip" } else { "identity" };
+        println!("kubectl-paths: {OBJECTS} objects of about 0.7 KiB in one namespace, interleaved rounds, Accept-Encoding: {encoding}");
         println!("| request | aggregated (bindery) p50 | local CRD p50 | ratio | aggregated p99 | local p99 | ratio |");
         println!("| --- | --- | --- | --- | --- | --- | --- |");
         for (name, mut bound, mut local) in report {
@@ -271,11 +275,13 @@ async fn interleaved(
         let uri = format!("{}/{path}", collection(group));
         let accept = accept.unwrap_or("application/json").to_string();
         async move {
-            let request = http::Request::get(&uri)
+            let mut request = http::Request::get(&uri)
                 .header(http::header::ACCEPT, accept)
-                .header(http::header::USER_AGENT, KUBECTL_AGENT)
-                .body(kube::client::Body::empty())
-                .unwrap();
+                .header(http::header::USER_AGENT, KUBECTL_AGENT);
+            if asks_for_gzip() {
+                request = request.header(http::header::ACCEPT_ENCODING, "gzip");
+            }
+            let request = request.body(kube::client::Body::empty()).unwrap();
             let started = Instant::now();
             let response = app.send(request).await.expect("an answer");
             assert!(
@@ -283,9 +289,19 @@ async fn interleaved(
                 "{uri}: {}",
                 response.status()
             );
+            let gzipped = response
+                .headers()
+                .get(http::header::CONTENT_ENCODING)
+                .is_some_and(|v| v == "gzip");
             let body: Bytes = response.into_body().collect().await.unwrap().to_bytes();
-            assert!(!body.is_empty());
-            started.elapsed()
+            let body = if gzipped {
+                gunzip(&body)
+            } else {
+                body.to_vec()
+            };
+            let took = started.elapsed();
+            assert!(serde_json::from_slice::<serde_json::Value>(&body).is_ok());
+            took
         }
     };
     // Warm both sides (connections, caches) first.
@@ -304,6 +320,21 @@ async fn interleaved(
         }
     }
     (bound, local)
+}
+
+/// Whether requests ask for gzip, as kubectl's do unless
+/// `BINDERY_BENCH_ENCODING=identity`.
+fn asks_for_gzip() -> bool {
+    std::env::var("BINDERY_BENCH_ENCODING").map_or(true, |e| e != "identity")
+}
+
+fn gunzip(body: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(body)
+        .read_to_end(&mut out)
+        .expect("a gzip body");
+    out
 }
 
 /// Watch delivery: each round changes one object at the kube-apiserver that

@@ -1,12 +1,14 @@
 //! bindery's listener: TLS only (rustls), HTTP/2 or HTTP/1.1 as ALPN chose,
 //! the tower stack around the [`crate::router::Router`] (response headers
-//! ([`layers`]), metrics, phase timing and a log line ([`observe`]), the `timeout` parameter ([`deadline`]),
+//! ([`layers`]), metrics, phase timing and a log line ([`observe`]), gzip
+//! for large answers as kube-apiserver sends them ([`compress`]), the `timeout` parameter ([`deadline`]),
 //! authentication ([`authn`]), authorization ([`authz`])), an HTTP/1.1
 //! body nothing read kept being read ([`unread`]), and graceful shutdown (stop accepting, end watches, let
 //! requests in flight finish).
 
 pub mod authn;
 pub mod authz;
+pub mod compress;
 pub mod deadline;
 pub mod gate;
 pub mod idle;
@@ -55,6 +57,7 @@ pub async fn run(
     let stack = ServiceBuilder::new()
         .layer(layers::ResponseHeadersLayer)
         .layer(observe::ObserveLayer)
+        .layer(compress::CompressLayer)
         .layer(deadline::layer())
         .layer(authn::AuthnLayer::new(Arc::new(authentication)))
         .layer(authz::AuthzLayer::new(authz::Authorization(app.clone())))

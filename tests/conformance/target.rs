@@ -258,6 +258,19 @@ impl Actor {
             .filter_map(|v| v.to_str().ok())
             .collect();
         let cache_control = cache_control.join(", ");
+        let named = |name: http::header::HeaderName| -> String {
+            let values: Vec<&str> = response
+                .headers()
+                .get_all(name)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .collect();
+            values.join(", ")
+        };
+        let (content_encoding, vary) = (
+            named(http::header::CONTENT_ENCODING),
+            named(http::header::VARY),
+        );
         let warnings: Vec<String> = response
             .headers()
             .get_all("warning")
@@ -270,11 +283,28 @@ impl Actor {
             .await
             .map(|b| b.to_bytes())
             .unwrap_or_default();
-        let body = readable(&content_type, &body);
+        let body = readable(&content_type, &decoded(&content_encoding, &body));
         format!(
-            "{head}\nstatus: {status}\ncontent-type: {content_type}\ncache-control: {cache_control}\nwarnings: {warnings:?}\n{}",
+            "{head}\nstatus: {status}\ncontent-type: {content_type}\ncontent-encoding: {content_encoding}\nvary: {vary}\ncache-control: {cache_control}\nwarnings: {warnings:?}\n{}",
             render_body(&body, &step.capture, vars)
         )
+    }
+}
+
+/// A body as it was before its content encoding (gzip, the only one
+/// kube-apiserver uses).
+fn decoded(content_encoding: &str, body: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    match content_encoding {
+        "" => body.to_vec(),
+        "gzip" => {
+            let mut out = Vec::new();
+            match flate2::read::GzDecoder::new(body).read_to_end(&mut out) {
+                Ok(_) => out,
+                Err(e) => format!("undecodable gzip: {e}").into_bytes(),
+            }
+        }
+        other => format!("unknown content encoding {other}").into_bytes(),
     }
 }
 
@@ -312,9 +342,19 @@ fn render_body(body: &[u8], capture: &BTreeMap<String, String>, vars: &mut Vars)
     }
 }
 
-/// Replaces `{{name}}` with the variable's value.
+/// Replaces `{{name}}` with the variable's value, and `{{repeat:N:text}}`
+/// with `text` N times (for bodies too large to write out).
 fn substitute(text: &str, vars: &Vars) -> String {
     let mut out = text.to_string();
+    while let Some(start) = out.find("{{repeat:") {
+        let Some(length) = out[start..].find("}}") else {
+            break;
+        };
+        let spec = &out[start + "{{repeat:".len()..start + length];
+        let (count, unit) = spec.split_once(':').expect("{{repeat:N:text}}");
+        let count: usize = count.parse().expect("{{repeat:N:text}} with N a number");
+        out.replace_range(start..start + length + 2, &unit.repeat(count));
+    }
     for (name, value) in vars {
         out = out.replace(&format!("{{{{{name}}}}}"), value);
     }

@@ -14,7 +14,8 @@
 //! them); `cargo test` runs a few as a smoke test. Requests ask for gzip and
 //! the client decompresses what comes compressed, as kubectl's Go transport
 //! does; `BINDERY_BENCH_ENCODING=identity` asks for no compression (what
-//! `kubectl --disable-compression` sends). Results and the command are
+//! `kubectl --disable-compression` sends). `BINDERY_BENCH_ONLY=Table` runs
+//! only the forms whose name holds the text. Results and the command are
 //! recorded in `benches/RESULTS.md`.
 
 #[allow(dead_code)]
@@ -72,14 +73,22 @@ fn main() {
             ),
         ];
         let mut shares = Vec::new();
+        // `BINDERY_BENCH_ONLY=Table` runs only the forms whose name holds
+        // it (for profiling one form).
+        let only = std::env::var("BINDERY_BENCH_ONLY").unwrap_or_default();
         for (name, path, accept, full) in forms {
+            if !name.contains(only.as_str()) {
+                continue;
+            }
             let before = BinderyTime::scrape();
             let (bound, local) = interleaved(&app, &path, accept, rounds(full)).await;
             shares.push((name, BinderyTime::scrape().since(&before), mean(&bound)));
             report.push((name, bound, local));
         }
-        let (bound, local) = watch_delivery(&app, rounds(200)).await;
-        report.push(("WATCH delivery", bound, local));
+        if "WATCH delivery".contains(only.as_str()) {
+            let (bound, local) = watch_delivery(&app, rounds(200)).await;
+            report.push(("WATCH delivery", bound, local));
+        }
         let encoding = if asks_for_gzip() { "gzip" } else { "identity" };
         println!("kubectl-paths: {OBJECTS} objects of about 0.7 KiB in one namespace, interleaved rounds, Accept-Encoding: {encoding}");
         println!("| request | aggregated (bindery) p50 | local CRD p50 | ratio | aggregated p99 | local p99 | ratio |");

@@ -10,6 +10,7 @@
 pub mod cells;
 pub mod jsonpath;
 pub mod pruned;
+pub mod row;
 
 use crate::wire::object_meta;
 use crate::wire::query::IncludeObject;
@@ -17,6 +18,7 @@ use cells::CellType;
 use jsonpath::{Path, Unsupported};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionSpec;
 use pruned::Keep;
+use row::MetadataRows;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use std::time::SystemTime;
@@ -36,6 +38,8 @@ pub struct Columns {
     paths: Vec<(Path, CellType)>,
     /// What of an object the cells read.
     keep: Keep,
+    /// Rows with metadata in one pass, where the cells allow it.
+    metadata_rows: Option<MetadataRows>,
 }
 
 impl Columns {
@@ -90,6 +94,7 @@ impl Columns {
         Ok(Columns {
             definitions: Value::Array(definitions),
             paths,
+            metadata_rows: MetadataRows::of(&keep),
             keep,
         })
     }
@@ -160,6 +165,16 @@ pub fn table(
             out.push(b',');
         }
         out.extend_from_slice(br#"{"cells":"#);
+        if let (IncludeObject::Metadata, Some(rows)) = (include, &columns.metadata_rows) {
+            let read = rows.read(item.get())?;
+            write_json(&mut out, &Value::Array(columns.cells(&read.kept, now)?))?;
+            out.extend_from_slice(
+                br#","object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#,
+            );
+            out.extend_from_slice(read.metadata.as_bytes());
+            out.extend_from_slice(b"}}");
+            continue;
+        }
         write_json(&mut out, &Value::Array(columns.cells_of(item.get(), now)?))?;
         out.extend_from_slice(br#","object":"#);
         match include {

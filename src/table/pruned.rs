@@ -40,6 +40,11 @@ impl Keep {
         }
     }
 
+    /// What is kept of each field of an object; `None` when all of it is.
+    pub fn fields(&self) -> Option<&BTreeMap<String, Keep>> {
+        self.fields.as_ref()
+    }
+
     /// `json`, with only the kept parts; an error when it is not JSON.
     pub fn decode(&self, json: &str) -> Result<Value, serde_json::Error> {
         let mut deserializer = serde_json::Deserializer::from_str(json);
@@ -133,12 +138,13 @@ impl<'de> Visitor<'de> for Pruning<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::json;
 
-    fn keep(paths: &[&[&str]]) -> Keep {
+    /// Keeps the parts at `paths`.
+    pub(crate) fn keep(paths: &[&[&str]]) -> Keep {
         let mut keep = Keep::nothing();
         for path in paths {
             keep.add(&path.iter().map(|k| k.to_string()).collect::<Vec<_>>());

@@ -11,10 +11,13 @@ use serde_json::value::RawValue;
 
 type Raw<'a> = Option<&'a RawValue>;
 
-/// `metav1.ObjectMeta`, its fields in order, each as its JSON.
-#[derive(Deserialize, Serialize)]
+/// `metav1.ObjectMeta`, its fields in order, each as its JSON (owner
+/// references and managed-fields entries as their structs): read once, it
+/// gives a field's JSON ([`ObjectMeta::plain_field`]) and the whole in the
+/// struct's order ([`ObjectMeta::to_json`]).
+#[derive(Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
-struct ObjectMeta<'a> {
+pub struct ObjectMeta<'a> {
     #[serde(borrow, skip_serializing_if = "Option::is_none")]
     name: Raw<'a>,
     #[serde(borrow, skip_serializing_if = "Option::is_none")]
@@ -85,11 +88,45 @@ struct ManagedFieldsEntry<'a> {
     subresource: Raw<'a>,
 }
 
+impl<'a> ObjectMeta<'a> {
+    /// The JSON of the field named `name` (as JSON names it) when it is one
+    /// kept as it came (`Some(None)`: absent); `None` for owner references,
+    /// managed fields, and names the struct does not have.
+    pub fn plain_field(&self, name: &str) -> Option<Raw<'a>> {
+        Some(match name {
+            "name" => self.name,
+            "generateName" => self.generate_name,
+            "namespace" => self.namespace,
+            "selfLink" => self.self_link,
+            "uid" => self.uid,
+            "resourceVersion" => self.resource_version,
+            "generation" => self.generation,
+            "creationTimestamp" => self.creation_timestamp,
+            "deletionTimestamp" => self.deletion_timestamp,
+            "deletionGracePeriodSeconds" => self.deletion_grace_period_seconds,
+            "labels" => self.labels,
+            "annotations" => self.annotations,
+            "finalizers" => self.finalizers,
+            _ => return None,
+        })
+    }
+
+    /// Whether [`ObjectMeta::plain_field`] gives the field named `name`.
+    pub fn is_plain_field(name: &str) -> bool {
+        ObjectMeta::default().plain_field(name).is_some()
+    }
+
+    /// The metadata as the struct writes it.
+    pub fn to_json(&self) -> Option<String> {
+        serde_json::to_string(self).ok()
+    }
+}
+
 /// An object's `metadata` JSON as the `ObjectMeta` struct writes it;
 /// `None` when it is not an object of that shape.
 pub fn in_struct_order(metadata: &str) -> Option<String> {
     let meta: ObjectMeta = serde_json::from_str(metadata).ok()?;
-    serde_json::to_string(&meta).ok()
+    meta.to_json()
 }
 
 #[cfg(test)]

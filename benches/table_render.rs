@@ -1,10 +1,10 @@
 //! What a Table of 500 objects costs bindery to render from the watch
 //! cache's consumer-form list (`bindery::table`): decoding the list, making
 //! the rows (cells and row objects), and encoding the Table, for each
-//! `includeObject`. Pure: no cluster. Results and the command are in
-//! `benches/RESULTS.md`.
+//! `includeObject`; and the Table joined from rows the cache keeps. Pure:
+//! no cluster. Results and the command are in `benches/RESULTS.md`.
 
-use bindery::table::{Columns, table};
+use bindery::table::{Columns, table, table_of_rows};
 use bindery::wire::query::IncludeObject;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
@@ -76,6 +76,23 @@ fn bench(c: &mut Criterion) {
             |b, include| b.iter(|| black_box(table(&columns, &list, *include, now).unwrap())),
         );
     }
+    // What a Table costs when the cache keeps each object's row (made once
+    // per change): the rows joined, and their ages written.
+    let parsed: serde_json::Value = serde_json::from_slice(&list).unwrap();
+    let metadata = parsed["metadata"].as_object().unwrap().clone();
+    let rows: Vec<_> = parsed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| {
+            columns
+                .row_of(&item.to_string(), IncludeObject::Metadata)
+                .unwrap()
+        })
+        .collect();
+    group.bench_function("the Table from kept rows/Metadata", |b| {
+        b.iter(|| black_box(table_of_rows(&columns, &metadata, &rows, now).unwrap()))
+    });
     group.finish();
 }
 

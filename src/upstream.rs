@@ -2,6 +2,8 @@
 //! behalf of a consumer goes through [`Upstream`], so that a shared watch
 //! cache can later answer lists and watches behind the same interface.
 
+use crate::table::RowParts;
+use crate::table::jsonpath::Unsupported;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
@@ -32,6 +34,21 @@ pub trait Upstream: Send + Sync {
         Box::pin(async { None })
     }
 
+    /// A Table's rows already made, when this upstream can answer `request`
+    /// (a list, as [`Upstream::list_translated`] would) from objects it
+    /// translated with `translation()`: each row made by `rows` from an
+    /// object's consumer form, once per change of the object and per
+    /// [`RowMaker::key`]; with the list's metadata. `None`: no rows here
+    /// (the caller renders them from a list, or asks the provider).
+    fn rows_translated<'a>(
+        &'a self,
+        _request: &'a http::Request<Bytes>,
+        _translation: &'a (dyn Fn() -> Translation + Send + Sync),
+        _rows: &'a RowMaker<'a>,
+    ) -> Pin<Box<dyn Future<Output = Option<Rows>> + Send + 'a>> {
+        Box::pin(async { None })
+    }
+
     /// A WATCH stream (newline-delimited JSON events) already in the
     /// consumer's terms, when this upstream can answer `request` from a
     /// shared stream whose objects it translates with `translation()`, once
@@ -57,6 +74,20 @@ pub trait Upstream: Send + Sync {
     ) -> Option<Bytes> {
         None
     }
+}
+
+/// How a Table's rows are made from objects' consumer forms: rows made
+/// under equal `key`s are equal for equal objects, so they may be reused.
+pub struct RowMaker<'a> {
+    pub key: u64,
+    pub make: &'a (dyn Fn(&[u8]) -> Result<RowParts, Unsupported> + Send + Sync),
+}
+
+/// A list's rows, and the list's metadata (`resourceVersion`, `continue`,
+/// `remainingItemCount`).
+pub struct Rows {
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+    pub rows: Vec<std::sync::Arc<RowParts>>,
 }
 
 /// A request extension: [`Upstream::list_translated`] or

@@ -21,7 +21,9 @@ pub mod store;
 pub mod subscribers;
 pub mod watcher;
 
-use crate::upstream::{BoxBody, BoxError, CacheAsked, IdentityScope, Translation, Upstream};
+use crate::upstream::{
+    BoxBody, BoxError, CacheAsked, IdentityScope, RowMaker, Rows, Translation, Upstream,
+};
 use bytes::Bytes;
 use changes::Window;
 use dashmap::DashMap;
@@ -123,6 +125,21 @@ impl CachedUpstream {
         request: &http::Request<Bytes>,
         translation: Option<&(dyn Fn() -> Translation + Send + Sync)>,
     ) -> Option<Vec<u8>> {
+        let (reflected, page) = self.page(request).await?;
+        let translation = translation.map(|make| make());
+        reflected.read(|store, _| match &translation {
+            Some(translation) => store.list_body(
+                &page,
+                |stored| stored.translated(translation),
+                &translation.continue_token,
+            ),
+            None => store.list_body(&page, |stored| Some(stored.bytes.clone()), str::to_string),
+        })
+    }
+
+    /// The page of the store that answers the list `request`, with its
+    /// resource's reflection; `None` when the cache cannot answer it (yet).
+    async fn page(&self, request: &http::Request<Bytes>) -> Option<(Arc<Reflected>, Page)> {
         if request.extensions().get::<CacheAsked>().is_some() {
             return None;
         }
@@ -143,15 +160,7 @@ impl CachedUpstream {
                     .flatten()?
             }
         };
-        let translation = translation.map(|make| make());
-        reflected.read(|store, _| match &translation {
-            Some(translation) => store.list_body(
-                &page,
-                |stored| stored.translated(translation),
-                &translation.continue_token,
-            ),
-            None => store.list_body(&page, |stored| Some(stored.bytes.clone()), str::to_string),
-        })
+        Some((reflected, page))
     }
 
     /// The page of a consistent list: which objects at which versions, and
@@ -333,6 +342,27 @@ impl Upstream for CachedUpstream {
         translation: &'a (dyn Fn() -> Translation + Send + Sync),
     ) -> Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send + 'a>> {
         Box::pin(self.list(request, Some(translation)))
+    }
+
+    fn rows_translated<'a>(
+        &'a self,
+        request: &'a http::Request<Bytes>,
+        translation: &'a (dyn Fn() -> Translation + Send + Sync),
+        rows: &'a RowMaker<'a>,
+    ) -> Pin<Box<dyn Future<Output = Option<Rows>> + Send + 'a>> {
+        Box::pin(async move {
+            let (reflected, page) = self.page(request).await?;
+            let translation = translation();
+            reflected
+                .read(|store, _| {
+                    store.rows(
+                        &page,
+                        |stored| stored.row(&translation, rows),
+                        &translation.continue_token,
+                    )
+                })
+                .flatten()
+        })
     }
 
     fn watch_translated<'a>(

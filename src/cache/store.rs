@@ -9,7 +9,9 @@
 
 use super::changes::{Change, ChangeKind};
 use super::query::{CacheableList, ContinueToken, Labels, Selection};
-use crate::upstream::Translation;
+use crate::table::RowParts;
+use crate::table::jsonpath::Unsupported;
+use crate::upstream::{RowMaker, Rows, Translation};
 use bytes::Bytes;
 use kube::core::WatchEvent;
 use serde_json::Value;
@@ -28,7 +30,14 @@ pub struct Stored {
     pub labels: Labels,
     version: u64,
     translated: Mutex<Option<(u64, Option<Bytes>)>>,
+    /// The Table row last made from the consumer form, with the key of the
+    /// translation and row maker it was made under (boxed: most objects
+    /// are never shown in a Table).
+    row: Mutex<Option<Box<(u64, MadeRow)>>>,
 }
+
+/// A row made from an object: `None` when it is not the consumer's.
+type MadeRow = Result<Option<Arc<RowParts>>, Unsupported>;
 
 impl Stored {
     /// An object as stored.
@@ -47,6 +56,7 @@ impl Stored {
             labels,
             version: version_of(object).unwrap_or(0),
             translated: Mutex::new(None),
+            row: Mutex::new(None),
         }
     }
 
@@ -72,6 +82,34 @@ impl Stored {
                 made
             }
         }
+    }
+}
+
+impl Stored {
+    /// The Table row of the consumer form under `translation`, made by
+    /// `rows` at most once per change of the object (and per translation
+    /// and row key).
+    pub fn row(&self, translation: &Translation, rows: &RowMaker) -> MadeRow {
+        let key = {
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            (translation.key, rows.key).hash(&mut hasher);
+            hasher.finish()
+        };
+        let memo = |row: &mut Option<Box<(u64, MadeRow)>>| -> Option<MadeRow> {
+            row.as_ref()
+                .filter(|made| made.0 == key)
+                .map(|made| made.1.clone())
+        };
+        if let Some(made) = memo(&mut self.row.lock().unwrap_or_else(|p| p.into_inner())) {
+            return made;
+        }
+        let made = match self.translated(translation) {
+            None => Ok(None),
+            Some(consumer) => (rows.make)(&consumer).map(|row| Some(Arc::new(row))),
+        };
+        *self.row.lock().unwrap_or_else(|p| p.into_inner()) = Some(Box::new((key, made.clone())));
+        made
     }
 }
 
@@ -386,6 +424,35 @@ impl Store {
     }
 }
 
+impl Store {
+    /// The rows of `page`, each made by `row` (`Ok(None)`: not the
+    /// consumer's, left out as [`Store::list_body`] leaves it out), with the
+    /// metadata its list would have; `None` when a row cannot be made.
+    pub fn rows(
+        &self,
+        page: &Page,
+        row: impl Fn(&Arc<Stored>) -> MadeRow,
+        token: impl Fn(&str) -> String,
+    ) -> Option<Rows> {
+        let mut rows = Vec::with_capacity(page.items.len());
+        for stored in &page.items {
+            rows.extend(row(stored).ok()?);
+        }
+        let mut metadata = serde_json::Map::new();
+        let token = page
+            .continue_token
+            .as_deref()
+            .map(token)
+            .unwrap_or_default();
+        metadata.insert("continue".into(), token.into());
+        if let Some(remaining) = page.remaining {
+            metadata.insert("remainingItemCount".into(), remaining.into());
+        }
+        metadata.insert("resourceVersion".into(), page.version.to_string().into());
+        Some(Rows { metadata, rows })
+    }
+}
+
 /// What objects were at an older version, where they differ from now (by
 /// key; `None`: absent then).
 pub type Reverted = BTreeMap<String, Option<Arc<Stored>>>;
@@ -672,6 +739,88 @@ mod tests {
             ["a/w2", "b/w1"],
             "the provider form is kept"
         );
+    }
+
+    /// A Table's rows are made once per change of an object and per key,
+    /// from the consumer form; objects not the consumer's are left out, and
+    /// a row that cannot be made leaves no rows at all.
+    #[test]
+    fn each_row_is_made_once_per_change_and_key() {
+        use crate::table::Columns;
+        use crate::wire::query::IncludeObject;
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let mut store = store();
+        let translation = Translation {
+            key: 1,
+            item: Box::new(|bytes| {
+                let object: Value = serde_json::from_slice(bytes).ok()?;
+                (object["metadata"]["namespace"] == "a").then(|| bytes.to_vec())
+            }),
+            continue_token: Box::new(|token| format!("sealed {token}")),
+        };
+        let spec = serde_json::from_value(json!({"group": "example.com",
+            "names": {"plural": "widgets", "kind": "Widget"}, "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true}]}))
+        .unwrap();
+        let columns = Columns::of(&spec, "v1").unwrap();
+        let made = Arc::new(AtomicUsize::new(0));
+        let make = |consumer: &[u8]| {
+            made.fetch_add(1, Ordering::SeqCst);
+            columns.row_of(std::str::from_utf8(consumer).unwrap(), IncludeObject::None)
+        };
+        let rows = |store: &Store, key: u64| {
+            let page = store_page(store);
+            let maker = RowMaker { key, make: &make };
+            store
+                .rows(
+                    &page,
+                    |s| s.row(&translation, &maker),
+                    &translation.continue_token,
+                )
+                .map(|rows| rows.rows.len())
+        };
+        assert_eq!(rows(&store, 7), Some(1), "only namespace a's object");
+        assert_eq!(made.load(Ordering::SeqCst), 1);
+        assert_eq!(rows(&store, 7), Some(1));
+        assert_eq!(
+            made.load(Ordering::SeqCst),
+            1,
+            "nothing changed, nothing made"
+        );
+        assert_eq!(rows(&store, 8), Some(1));
+        assert_eq!(made.load(Ordering::SeqCst), 2, "another key makes it again");
+        store.apply(&event(json!({"type": "MODIFIED",
+            "object": widget("a", "w2", "11", json!({}))})));
+        assert_eq!(rows(&store, 8), Some(1));
+        assert_eq!(made.load(Ordering::SeqCst), 3, "a change makes it again");
+        let page = store_page(&store);
+        let failing = |_: &[u8]| Err(Unsupported);
+        let maker = RowMaker {
+            key: 9,
+            make: &failing,
+        };
+        assert!(
+            store
+                .rows(
+                    &page,
+                    |s| s.row(&translation, &maker),
+                    &translation.continue_token
+                )
+                .is_none()
+        );
+        let metadata = store
+            .rows(&page, |_| Ok(None), &translation.continue_token)
+            .unwrap()
+            .metadata;
+        assert_eq!(
+            Value::Object(metadata),
+            json!({"continue": "", "resourceVersion": "11"})
+        );
+    }
+
+    fn store_page(store: &Store) -> Page {
+        store.page(None, &any(), store.resource_version(), None)
     }
 
     #[test]

@@ -1,14 +1,18 @@
 //! Tables of lists the watch cache answers: the list is taken in the
 //! consumer's terms from the cache, as for a JSON list, and rendered into the
 //! Table kube-apiserver would give ([`crate::table`]) with the consumer's
-//! schema. Whatever it cannot render exactly (a column path it does not
+//! schema; each row is kept by the cache per object per change (all but its
+//! dates, written at the request), so a Table of unchanged objects is a join
+//! of rows made before. Whatever it cannot render exactly (a column path it does not
 //! evaluate as Go, a Table without headers, v1beta1, protobuf) and every list
 //! the cache cannot answer goes to the provider as before.
 
 use super::Exchange;
 use crate::forward::encode::Failure;
-use crate::table::{Columns, table};
+use crate::table::jsonpath::Unsupported;
+use crate::table::{Columns, table_of_rows};
 use crate::translate::request::ProviderRequest;
+use crate::upstream::RowMaker;
 use crate::wire::accept::{Media, MetaVersion, Target};
 use http::Response;
 use std::time::SystemTime;
@@ -38,10 +42,26 @@ impl Exchange<'_> {
         list.query.retain(|(key, _)| key != "includeObject");
         let upstream = self.build(&list)?;
         let make = || self.translation();
-        let Some(bytes) = self.proxy.upstream.list_translated(&upstream, &make).await else {
+        let include = options.include_object;
+        // Rows the cache keeps per object per change.
+        let make_row = |consumer: &[u8]| {
+            let item = std::str::from_utf8(consumer).map_err(|_| Unsupported)?;
+            columns.row_of(item, include)
+        };
+        let rows = RowMaker {
+            key: columns.row_key(include),
+            make: &make_row,
+        };
+        let Some(rows) = self
+            .proxy
+            .upstream
+            .rows_translated(&upstream, &make, &rows)
+            .await
+        else {
             return Ok(None);
         };
-        let Ok(table) = table(&columns, &bytes, options.include_object, SystemTime::now()) else {
+        let Ok(table) = table_of_rows(&columns, &rows.metadata, &rows.rows, SystemTime::now())
+        else {
             return Ok(None);
         };
         // Compact JSON as it is; any other form (YAML, pretty) encoded

@@ -37,8 +37,8 @@ struct Scripted {
     answer: Script,
     sent: Mutex<Vec<(Method, String, Option<String>)>>,
     memo_asked: Mutex<Vec<String>>,
-    /// The lists asked of the cache (`list_translated`), with their Accept;
-    /// each is answered with [`CACHED_LIST`].
+    /// The lists asked of the cache (`list_translated`, `rows_translated`),
+    /// with their Accept; each is answered with [`CACHED_LIST`] (its rows).
     lists_asked: Mutex<Vec<(String, Option<String>)>>,
 }
 
@@ -57,6 +57,18 @@ impl Scripted {
             memo_asked: Mutex::default(),
             lists_asked: Mutex::default(),
         })
+    }
+
+    /// Records a list asked of the cache.
+    fn list_asked(&self, request: &http::Request<Bytes>) {
+        let accept = request
+            .headers()
+            .get(ACCEPT)
+            .map(|v| v.to_str().unwrap().to_string());
+        self.lists_asked
+            .lock()
+            .unwrap()
+            .push((request.uri().to_string(), accept));
     }
 
     fn methods(&self) -> Vec<Method> {
@@ -89,15 +101,33 @@ impl Upstream for Scripted {
         request: &'a http::Request<Bytes>,
         _translation: &'a (dyn Fn() -> Translation + Send + Sync),
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<Vec<u8>>> + Send + 'a>> {
-        let accept = request
-            .headers()
-            .get(ACCEPT)
-            .map(|v| v.to_str().unwrap().to_string());
-        self.lists_asked
-            .lock()
-            .unwrap()
-            .push((request.uri().to_string(), accept));
+        self.list_asked(request);
         Box::pin(async { Some(CACHED_LIST.as_bytes().to_vec()) })
+    }
+
+    fn rows_translated<'a>(
+        &'a self,
+        request: &'a http::Request<Bytes>,
+        _translation: &'a (dyn Fn() -> Translation + Send + Sync),
+        rows: &'a crate::upstream::RowMaker<'a>,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Option<crate::upstream::Rows>> + Send + 'a>,
+    > {
+        self.list_asked(request);
+        let list: Value = serde_json::from_str(CACHED_LIST).unwrap();
+        let made = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| (rows.make)(item.to_string().as_bytes()).ok().map(Arc::new))
+            .collect::<Option<Vec<_>>>();
+        let metadata = list["metadata"].as_object().unwrap().clone();
+        Box::pin(async move {
+            Some(crate::upstream::Rows {
+                metadata,
+                rows: made?,
+            })
+        })
     }
 
     fn object_translated(

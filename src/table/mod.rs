@@ -40,6 +40,9 @@ pub struct Columns {
     keep: Keep,
     /// Rows with metadata in one pass, where the cells allow it.
     metadata_rows: Option<MetadataRows>,
+    /// Names these columns among others: a hash of the version's printer
+    /// columns as the CRD spells them.
+    key: u64,
 }
 
 impl Columns {
@@ -91,11 +94,20 @@ impl Columns {
         for (path, _) in &paths {
             keep.add(&path.leading_fields());
         }
+        let key = {
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            serde_json::to_string(&columns)
+                .map_err(|_| Unsupported)?
+                .hash(&mut hasher);
+            hasher.finish()
+        };
         Ok(Columns {
             definitions: Value::Array(definitions),
             paths,
             metadata_rows: MetadataRows::of(&keep),
             keep,
+            key,
         })
     }
 
@@ -109,6 +121,78 @@ impl Columns {
     pub fn cells_of(&self, object: &str, now: SystemTime) -> Result<Vec<Value>, Unsupported> {
         let object = self.keep.decode(object).map_err(|_| Unsupported)?;
         self.cells(&object, now)
+    }
+
+    /// What names the rows these columns make with `include`: rows made
+    /// under the same key are the same for the same object.
+    pub fn row_key(&self, include: IncludeObject) -> u64 {
+        let include = match include {
+            IncludeObject::None => 1,
+            IncludeObject::Metadata => 2,
+            IncludeObject::Object => 3,
+        };
+        self.key.rotate_left(2) ^ include
+    }
+
+    /// The row of an object given as its JSON, rendered but for its dates
+    /// (kept to be written at the request's time): what a Table of it
+    /// writes, and what the cache keeps per object per change.
+    pub fn row_of(&self, item: &str, include: IncludeObject) -> Result<RowParts, Unsupported> {
+        let (kept, metadata) = match (include, &self.metadata_rows) {
+            (IncludeObject::Metadata, Some(rows)) => {
+                let read = rows.read(item)?;
+                (read.kept, Some(read.metadata))
+            }
+            (IncludeObject::Metadata, None) => {
+                let meta: Option<&RawValue> = serde_json::from_str::<ItemMeta>(item)
+                    .map_err(|_| Unsupported)?
+                    .metadata;
+                let ordered = match meta {
+                    Some(meta) => object_meta::in_struct_order(meta.get()).ok_or(Unsupported)?,
+                    None => "{}".into(),
+                };
+                let kept = self.keep.decode(item).map_err(|_| Unsupported)?;
+                (kept, Some(ordered))
+            }
+            _ => (self.keep.decode(item).map_err(|_| Unsupported)?, None),
+        };
+        let mut text = Vec::with_capacity(64 + metadata.as_ref().map_or(0, String::len));
+        let mut dates = Vec::new();
+        text.extend_from_slice(br#"{"cells":["#);
+        write_json(&mut text, &kept["metadata"]["name"])?;
+        for (path, kind) in &self.paths {
+            text.push(b',');
+            let found = path.first(&kept)?;
+            if found.is_some_and(cells::has_negative_zero) {
+                return Err(Unsupported);
+            }
+            if *kind == CellType::Date {
+                let date = found.and_then(Value::as_str).map(Box::from);
+                dates.push((text.len(), date));
+            } else {
+                write_json(
+                    &mut text,
+                    &cells::cell(*kind, found, SystemTime::UNIX_EPOCH),
+                )?;
+            }
+        }
+        text.extend_from_slice(br#"],"object":"#);
+        match (include, metadata) {
+            (IncludeObject::None, _) => text.extend_from_slice(b"null"),
+            (IncludeObject::Object, _) => text.extend_from_slice(item.as_bytes()),
+            (IncludeObject::Metadata, metadata) => {
+                text.extend_from_slice(
+                    br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#,
+                );
+                text.extend_from_slice(metadata.as_deref().unwrap_or("{}").as_bytes());
+                text.push(b'}');
+            }
+        }
+        text.push(b'}');
+        Ok(RowParts {
+            text: text.into_boxed_slice(),
+            dates: dates.into_boxed_slice(),
+        })
     }
 
     /// One object's cells, at `now`.
@@ -135,6 +219,41 @@ struct RawList<'a> {
     items: Option<Vec<&'a RawValue>>,
 }
 
+/// A Table row rendered but for its dates: the row's JSON with each date
+/// cell left out, and where each goes with the timestamp it shows as an
+/// age (`None`: the cell is `null`).
+#[derive(Debug, PartialEq)]
+pub struct RowParts {
+    text: Box<[u8]>,
+    dates: Box<[(usize, Option<Box<str>>)]>,
+}
+
+impl RowParts {
+    /// The row as written at `now`.
+    fn write(&self, out: &mut Vec<u8>, now: SystemTime) -> Result<(), Unsupported> {
+        let mut at = 0;
+        for (offset, date) in &self.dates {
+            out.extend_from_slice(&self.text[at..*offset]);
+            let cell = date
+                .as_deref()
+                .map_or(Value::Null, |text| Value::String(cells::age(text, now)));
+            write_json(out, &cell)?;
+            at = *offset;
+        }
+        out.extend_from_slice(&self.text[at..]);
+        Ok(())
+    }
+
+    /// About how many bytes it holds, for sizing a Table.
+    pub fn len(&self) -> usize {
+        self.text.len() + 8 * self.dates.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty()
+    }
+}
+
 /// The Table (`meta.k8s.io/v1`) of `list` (a list of the resource, as JSON,
 /// in the caller's terms), with `columns`, its rows carrying what `include`
 /// asks; as compact JSON. The row objects are written from the items' own
@@ -147,57 +266,41 @@ pub fn table(
     now: SystemTime,
 ) -> Result<Vec<u8>, Unsupported> {
     let list: RawList = serde_json::from_slice(list).map_err(|_| Unsupported)?;
+    let rows = list
+        .items
+        .unwrap_or_default()
+        .iter()
+        .map(|item| columns.row_of(item.get(), include))
+        .collect::<Result<Vec<_>, _>>()?;
+    table_of_rows(columns, &list.metadata, &rows, now)
+}
+
+/// The Table of rows made by [`Columns::row_of`] (kept by the cache per
+/// object), under a list's `metadata`, at `now`.
+pub fn table_of_rows<R: std::borrow::Borrow<RowParts>>(
+    columns: &Columns,
+    list_metadata: &Map<String, Value>,
+    rows: &[R],
+    now: SystemTime,
+) -> Result<Vec<u8>, Unsupported> {
     let mut metadata = Map::new();
     for key in ["resourceVersion", "continue", "remainingItemCount"] {
-        if let Some(value) = list.metadata.get(key).filter(|v| !is_empty(v)) {
+        if let Some(value) = list_metadata.get(key).filter(|v| !is_empty(v)) {
             metadata.insert(key.into(), value.clone());
         }
     }
-    let items = list.items.unwrap_or_default();
-    let mut out = Vec::with_capacity(256 + items.iter().map(|i| i.get().len() + 64).sum::<usize>());
+    let mut out =
+        Vec::with_capacity(256 + rows.iter().map(|r| r.borrow().len() + 16).sum::<usize>());
     out.extend_from_slice(br#"{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":"#);
     write_json(&mut out, &Value::Object(metadata))?;
     out.extend_from_slice(br#","columnDefinitions":"#);
     write_json(&mut out, &columns.definitions)?;
     out.extend_from_slice(br#","rows":["#);
-    for (i, item) in items.iter().enumerate() {
+    for (i, row) in rows.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(br#"{"cells":"#);
-        if let (IncludeObject::Metadata, Some(rows)) = (include, &columns.metadata_rows) {
-            let read = rows.read(item.get())?;
-            write_json(&mut out, &Value::Array(columns.cells(&read.kept, now)?))?;
-            out.extend_from_slice(
-                br#","object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#,
-            );
-            out.extend_from_slice(read.metadata.as_bytes());
-            out.extend_from_slice(b"}}");
-            continue;
-        }
-        write_json(&mut out, &Value::Array(columns.cells_of(item.get(), now)?))?;
-        out.extend_from_slice(br#","object":"#);
-        match include {
-            IncludeObject::None => out.extend_from_slice(b"null"),
-            IncludeObject::Object => out.extend_from_slice(item.get().as_bytes()),
-            IncludeObject::Metadata => {
-                let metadata: Option<&RawValue> = serde_json::from_str::<ItemMeta>(item.get())
-                    .map_err(|_| Unsupported)?
-                    .metadata;
-                let ordered = match metadata {
-                    Some(metadata) => {
-                        object_meta::in_struct_order(metadata.get()).ok_or(Unsupported)?
-                    }
-                    None => "{}".into(),
-                };
-                out.extend_from_slice(
-                    br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#,
-                );
-                out.extend_from_slice(ordered.as_bytes());
-                out.push(b'}');
-            }
-        }
-        out.push(b'}');
+        row.borrow().write(&mut out, now)?;
     }
     out.extend_from_slice(b"]}");
     Ok(out)
@@ -333,6 +436,55 @@ mod tests {
             super::table(&columns, b"\"text\"", IncludeObject::None, now),
             Err(Unsupported),
             "not a list"
+        );
+    }
+
+    /// A row kept from before shows its age at the time of the Table, as
+    /// one made at that time would.
+    #[test]
+    fn kept_rows_write_their_dates_at_the_tables_time() {
+        let columns =
+            Columns::of(&spec(vec![column("Size", "string", ".spec.size")]), "v1").unwrap();
+        let with_age = Columns::of(&spec(vec![]), "v1").unwrap();
+        let item = json!({"metadata": {"name": "a", "creationTimestamp": "2027-01-15T07:55:00Z"},
+            "spec": {"size": "s"}})
+        .to_string();
+        let early = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_800_000_000);
+        let later = early + std::time::Duration::from_secs(3600);
+        for include in [
+            IncludeObject::None,
+            IncludeObject::Metadata,
+            IncludeObject::Object,
+        ] {
+            for columns in [&columns, &with_age] {
+                let row = columns.row_of(&item, include).unwrap();
+                let list = json!({"metadata": {"resourceVersion": "3"}, "items": [
+                    serde_json::from_str::<Value>(&item).unwrap()]});
+                let metadata = list["metadata"].as_object().unwrap().clone();
+                for now in [early, later] {
+                    assert_eq!(
+                        table_of_rows(columns, &metadata, &[&row], now).unwrap(),
+                        table(columns, &serde_json::to_vec(&list).unwrap(), include, now).unwrap()
+                    );
+                }
+            }
+        }
+        let row = with_age.row_of(&item, IncludeObject::None).unwrap();
+        let ages: Vec<Value> = [early, later]
+            .iter()
+            .map(|now| {
+                let bytes = table_of_rows(&with_age, &Map::new(), &[&row], *now).unwrap();
+                serde_json::from_slice::<Value>(&bytes).unwrap()["rows"][0]["cells"][1].clone()
+            })
+            .collect();
+        assert_eq!(ages, [json!("5m"), json!("65m")]);
+        assert_ne!(
+            with_age.row_key(IncludeObject::None),
+            with_age.row_key(IncludeObject::Metadata)
+        );
+        assert_ne!(
+            with_age.row_key(IncludeObject::None),
+            columns.row_key(IncludeObject::None)
         );
     }
 

@@ -353,11 +353,12 @@ impl Upstream for CachedUpstream {
         Box::pin(async move {
             let (reflected, page) = self.page(request).await?;
             let translation = translation();
+            let key = store::row_key(&translation, rows);
             reflected
                 .read(|store, _| {
                     store.rows(
                         &page,
-                        |stored| stored.row(&translation, rows),
+                        |stored| stored.row(key, &translation, rows),
                         &translation.continue_token,
                     )
                 })

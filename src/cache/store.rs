@@ -87,22 +87,14 @@ impl Stored {
 
 impl Stored {
     /// The Table row of the consumer form under `translation`, made by
-    /// `rows` at most once per change of the object (and per translation
-    /// and row key).
-    pub fn row(&self, translation: &Translation, rows: &RowMaker) -> MadeRow {
-        let key = {
-            use std::hash::{Hash, Hasher};
-            let mut hasher = std::collections::hash_map::DefaultHasher::new();
-            (translation.key, rows.key).hash(&mut hasher);
-            hasher.finish()
-        };
-        let memo = |row: &mut Option<Box<(u64, MadeRow)>>| -> Option<MadeRow> {
-            row.as_ref()
-                .filter(|made| made.0 == key)
-                .map(|made| made.1.clone())
-        };
-        if let Some(made) = memo(&mut self.row.lock().unwrap_or_else(|p| p.into_inner())) {
-            return made;
+    /// `rows` at most once per change of the object and per `key` (which
+    /// names the translation and the row maker together: [`row_key`]).
+    pub fn row(&self, key: u64, translation: &Translation, rows: &RowMaker) -> MadeRow {
+        {
+            let memo = self.row.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(made) = memo.as_ref().filter(|made| made.0 == key) {
+                return made.1.clone();
+            }
         }
         let made = match self.translated(translation) {
             None => Ok(None),
@@ -111,6 +103,14 @@ impl Stored {
         *self.row.lock().unwrap_or_else(|p| p.into_inner()) = Some(Box::new((key, made.clone())));
         made
     }
+}
+
+/// The key [`Stored::row`] keeps a row under: `translation`'s and `rows`'.
+pub fn row_key(translation: &Translation, rows: &RowMaker) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (translation.key, rows.key).hash(&mut hasher);
+    hasher.finish()
 }
 
 /// What a watch event did to the store.
@@ -772,10 +772,11 @@ mod tests {
         let rows = |store: &Store, key: u64| {
             let page = store_page(store);
             let maker = RowMaker { key, make: &make };
+            let key = row_key(&translation, &maker);
             store
                 .rows(
                     &page,
-                    |s| s.row(&translation, &maker),
+                    |s| s.row(key, &translation, &maker),
                     &translation.continue_token,
                 )
                 .map(|rows| rows.rows.len())
@@ -800,11 +801,12 @@ mod tests {
             key: 9,
             make: &failing,
         };
+        let key = row_key(&translation, &maker);
         assert!(
             store
                 .rows(
                     &page,
-                    |s| s.row(&translation, &maker),
+                    |s| s.row(key, &translation, &maker),
                     &translation.continue_token
                 )
                 .is_none()

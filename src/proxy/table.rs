@@ -3,9 +3,9 @@
 //! Table kube-apiserver would give ([`crate::table`]) with the consumer's
 //! schema; each row is kept by the cache per object per change (all but its
 //! dates, written at the request), so a Table of unchanged objects is a join
-//! of rows made before. Whatever it cannot render exactly (a column path it does not
-//! evaluate as Go, a Table without headers, v1beta1, protobuf) and every list
-//! the cache cannot answer goes to the provider as before.
+//! of rows made before. Whatever it cannot render exactly (a column path it
+//! does not evaluate as Go, a Table without headers, v1beta1, protobuf) and
+//! every list the cache cannot answer goes to the provider as before.
 
 use super::Exchange;
 use crate::forward::encode::Failure;

@@ -159,21 +159,13 @@ impl Columns {
         let mut text = Vec::with_capacity(64 + metadata.as_ref().map_or(0, String::len));
         let mut dates = Vec::new();
         text.extend_from_slice(br#"{"cells":["#);
-        write_json(&mut text, &kept["metadata"]["name"])?;
-        for (path, kind) in &self.paths {
-            text.push(b',');
-            let found = path.first(&kept)?;
-            if found.is_some_and(cells::has_negative_zero) {
-                return Err(Unsupported);
+        for (i, cell) in self.found_cells(&kept)?.into_iter().enumerate() {
+            if i > 0 {
+                text.push(b',');
             }
-            if *kind == CellType::Date {
-                let date = found.and_then(Value::as_str).map(Box::from);
-                dates.push((text.len(), date));
-            } else {
-                write_json(
-                    &mut text,
-                    &cells::cell(*kind, found, SystemTime::UNIX_EPOCH),
-                )?;
+            match cell {
+                Found::Cell(value) => write_json(&mut text, &value)?,
+                Found::Date(date) => dates.push((text.len(), date)),
             }
         }
         text.extend_from_slice(br#"],"object":"#);
@@ -197,17 +189,46 @@ impl Columns {
 
     /// One object's cells, at `now`.
     fn cells(&self, object: &Value, now: SystemTime) -> Result<Vec<Value>, Unsupported> {
+        Ok(self
+            .found_cells(object)?
+            .into_iter()
+            .map(|cell| match cell {
+                Found::Cell(value) => value,
+                Found::Date(date) => date_cell(date.as_deref(), now),
+            })
+            .collect())
+    }
+
+    /// One object's cells as found in it, `Name` first: what every cell
+    /// but a date shows, whatever the time.
+    fn found_cells(&self, object: &Value) -> Result<Vec<Found>, Unsupported> {
         let mut cells = Vec::with_capacity(1 + self.paths.len());
-        cells.push(object["metadata"]["name"].clone());
+        cells.push(Found::Cell(object["metadata"]["name"].clone()));
         for (path, kind) in &self.paths {
             let found = path.first(object)?;
             if found.is_some_and(cells::has_negative_zero) {
                 return Err(Unsupported);
             }
-            cells.push(cells::cell(*kind, found, now));
+            cells.push(match kind {
+                CellType::Date => Found::Date(found.and_then(Value::as_str).map(Box::from)),
+                kind => Found::Cell(cells::cell(*kind, found, SystemTime::UNIX_EPOCH)),
+            });
         }
         Ok(cells)
     }
+}
+
+/// A cell as found in an object: its value, or for a date column the
+/// timestamp it shows as an age at the time of the request.
+enum Found {
+    Cell(Value),
+    Date(Option<Box<str>>),
+}
+
+/// A date column's cell at `now`: the age of its timestamp (`null` when the
+/// column found no string).
+fn date_cell(date: Option<&str>, now: SystemTime) -> Value {
+    date.map_or(Value::Null, |text| Value::String(cells::age(text, now)))
 }
 
 /// A list as the cache gives it: its metadata, and each item's JSON.
@@ -234,23 +255,16 @@ impl RowParts {
         let mut at = 0;
         for (offset, date) in &self.dates {
             out.extend_from_slice(&self.text[at..*offset]);
-            let cell = date
-                .as_deref()
-                .map_or(Value::Null, |text| Value::String(cells::age(text, now)));
-            write_json(out, &cell)?;
+            write_json(out, &date_cell(date.as_deref(), now))?;
             at = *offset;
         }
         out.extend_from_slice(&self.text[at..]);
         Ok(())
     }
 
-    /// About how many bytes it holds, for sizing a Table.
-    pub fn len(&self) -> usize {
+    /// About how many bytes it writes, for sizing a Table.
+    fn written_size(&self) -> usize {
         self.text.len() + 8 * self.dates.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.text.is_empty()
     }
 }
 
@@ -289,8 +303,12 @@ pub fn table_of_rows<R: std::borrow::Borrow<RowParts>>(
             metadata.insert(key.into(), value.clone());
         }
     }
-    let mut out =
-        Vec::with_capacity(256 + rows.iter().map(|r| r.borrow().len() + 16).sum::<usize>());
+    let mut out = Vec::with_capacity(
+        256 + rows
+            .iter()
+            .map(|r| r.borrow().written_size() + 16)
+            .sum::<usize>(),
+    );
     out.extend_from_slice(br#"{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":"#);
     write_json(&mut out, &Value::Object(metadata))?;
     out.extend_from_slice(br#","columnDefinitions":"#);

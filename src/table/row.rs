@@ -165,6 +165,8 @@ mod tests {
             json!({"spec": {"size": "s"}}),
             json!({"metadata": null, "spec": null}),
             json!({"metadata": {}}),
+            json!({"metadata": {"labels": null, "name": null, "creationTimestamp": null}}),
+            json!({"metadata": {"labels": {"app": null}}}),
         ] {
             let text = item.to_string();
             assert_eq!(rows.read(&text), three_passes(&keep, &text), "{text}");

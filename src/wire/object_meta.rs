@@ -18,36 +18,112 @@ type Raw<'a> = Option<&'a RawValue>;
 #[derive(Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectMeta<'a> {
-    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        borrow,
+        default,
+        deserialize_with = "null_kept",
+        skip_serializing_if = "absent_or_null"
+    )]
     name: Raw<'a>,
-    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        borrow,
+        default,
+        deserialize_with = "null_kept",
+        skip_serializing_if = "absent_or_null"
+    )]
     generate_name: Raw<'a>,
-    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        borrow,
+        default,
+        deserialize_with = "null_kept",
+        skip_serializing_if = "absent_or_null"
+    )]
     namespace: Raw<'a>,
-    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        borrow,
+        default,
+        deserialize_with = "null_kept",
+        skip_serializing_if = "absent_or_null"
+    )]
     self_link: Raw<'a>,
-    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        borrow,
+        default,
+        deserialize_with = "null_kept",
+        skip_serializing_if = "absent_or_null"
+    )]
     uid: Raw<'a>,
-    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        borrow,
+        default,
+        deserialize_with = "null_kept",
+        skip_serializing_if = "absent_or_null"
+    )]
     resource_version: Raw<'a>,
-    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        borrow,
+        default,
+        deserialize_with = "null_kept",
+        skip_serializing_if = "absent_or_null"
+    )]
     generation: Raw<'a>,
-    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        borrow,
+        default,
+        deserialize_with = "null_kept",
+        skip_serializing_if = "absent_or_null"
+    )]
     creation_timestamp: Raw<'a>,
-    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        borrow,
+        default,
+        deserialize_with = "null_kept",
+        skip_serializing_if = "absent_or_null"
+    )]
     deletion_timestamp: Raw<'a>,
-    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        borrow,
+        default,
+        deserialize_with = "null_kept",
+        skip_serializing_if = "absent_or_null"
+    )]
     deletion_grace_period_seconds: Raw<'a>,
-    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        borrow,
+        default,
+        deserialize_with = "null_kept",
+        skip_serializing_if = "absent_or_null"
+    )]
     labels: Raw<'a>,
-    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        borrow,
+        default,
+        deserialize_with = "null_kept",
+        skip_serializing_if = "absent_or_null"
+    )]
     annotations: Raw<'a>,
     #[serde(borrow, skip_serializing_if = "Option::is_none")]
     owner_references: Option<Vec<OwnerReference<'a>>>,
-    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        borrow,
+        default,
+        deserialize_with = "null_kept",
+        skip_serializing_if = "absent_or_null"
+    )]
     finalizers: Raw<'a>,
     #[serde(borrow, skip_serializing_if = "Option::is_none")]
     managed_fields: Option<Vec<ManagedFieldsEntry<'a>>>,
+}
+
+/// A plain field's JSON with `null` kept (`Some("null")`), so a cell that
+/// reads it finds the `null` the object has rather than nothing.
+fn null_kept<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Raw<'de>, D::Error> {
+    <&RawValue>::deserialize(deserializer).map(Some)
+}
+
+/// Go's struct leaves a `null` field at its zero value, which it omits.
+fn absent_or_null(field: &Raw) -> bool {
+    field.is_none_or(|raw| raw.get() == "null")
 }
 
 /// `metav1.OwnerReference`, its fields in order.
@@ -151,6 +227,11 @@ mod tests {
         );
         assert_eq!(in_struct_order("{}").unwrap(), "{}");
         assert_eq!(in_struct_order("null"), None);
+        let nulls = r#"{"name":null,"labels":null,"uid":"u"}"#;
+        assert_eq!(in_struct_order(nulls).unwrap(), r#"{"uid":"u"}"#);
+        let meta: ObjectMeta = serde_json::from_str(nulls).unwrap();
+        assert_eq!(meta.plain_field("labels").unwrap().unwrap().get(), "null");
+        assert!(meta.plain_field("annotations").unwrap().is_none());
         assert_eq!(in_struct_order(r#"{"ownerReferences":1}"#), None);
     }
 }

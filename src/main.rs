@@ -418,11 +418,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         provider_kubeconfig: args.provider_kubeconfig,
         listen: args.listen,
         pki: args.pki,
-        controllers: args.controllers.then(|| {
-            let mut options = args.lease.options(&args.cluster_namespace_prefix);
-            options.external_url = args.external_url;
-            options
-        }),
+        controllers: args
+            .controllers
+            .then(|| args.lease.options(&args.cluster_namespace_prefix)),
+        external_url: args.external_url,
         cluster_namespace_prefix: args.cluster_namespace_prefix,
         watch_cache: args.watch_cache,
         token_key: args.continue_token_secret,

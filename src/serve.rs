@@ -29,6 +29,10 @@ pub struct Options {
     pub cluster_namespace_prefix: String,
     /// The provider-side controllers to run beside serving, if any.
     pub controllers: Option<crate::controllers::Options>,
+    /// `--external-url`: where exports' virtual workspaces are reached, for
+    /// serving and the controllers alike; `None`: where the caller reached
+    /// bindery (serving), its listening address (controllers).
+    pub external_url: Option<String>,
     /// Answer the lists it can from the shared watch cache ([`crate::cache`]).
     pub watch_cache: bool,
     /// Where the continue-token key every replica shares is kept.
@@ -130,18 +134,16 @@ pub async fn run(options: Options) -> Result<()> {
         },
         body_timeout: options.request_body_timeout,
         health: health.clone(),
-        external_url: options
-            .controllers
-            .as_ref()
-            .and_then(|c| c.external_url.clone()),
+        external_url: options.external_url.clone(),
     });
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .with_context(|| format!("listening on {}", options.listen))?;
     let address = listener.local_addr()?;
     if let Some(mut controllers) = options.controllers {
-        controllers.external_url = controllers
+        controllers.external_url = options
             .external_url
+            .clone()
             .or_else(|| Some(listen_url(address)));
         tokio::spawn(crate::controllers::run(client.clone(), controllers));
     }

@@ -22,7 +22,7 @@ use crate::binder::{
     bind_template, binder_token, bindery_cli, bindery_command_for, curl_with_token, succeeded,
     watch_with_token,
 };
-use crate::bindery::bindery;
+use crate::bindery::{bindery, serving_only};
 use crate::controllers::install_examples;
 use crate::fixture::{Cluster, clusters, own_app_cluster, scratch_dir, unique_name};
 use crate::soak::go_runner;
@@ -555,4 +555,37 @@ fn controllers_written_for_kcp_engage_every_consumer_and_reconcile_through_its_p
         "shared-b",
     ]);
     succeeded("unbind", &bindery_cli("unbind", &first_binder, &[EXPORT]));
+}
+
+/// A bindery that only serves (`--controllers=false`, as when the
+/// controllers run in a deployment of their own) names its `--external-url`
+/// in the export's endpoint slice, as one that runs the controllers does:
+/// the URL is where provider controllers must reach it, not where this
+/// caller did.
+#[test]
+fn a_serving_only_bindery_names_its_external_url_in_the_endpoint_slice() {
+    install_examples();
+    let _guard = app_cluster_binds();
+    bind_template(EXPORT);
+    let (_, token) = controller_token(EXPORT, &["get", "list", "watch"], None);
+    let external = "https://bindery.example.test:8443/";
+    let server = serving_only(
+        &clusters().provider.kubeconfig,
+        &["--external-url", external],
+    );
+    let (code, slice) = curl_with_token(
+        "GET",
+        &format!(
+            "{}/services/export/{EXPORT}/apis/apis.kcp.io/v1alpha1/apiexportendpointslices/{EXPORT}",
+            server.url
+        ),
+        Some(&token),
+        None,
+    );
+    assert_eq!(code, 200, "{slice}");
+    assert_eq!(
+        slice["status"]["endpoints"],
+        json!([{"url": format!("https://bindery.example.test:8443/services/export/{EXPORT}")}]),
+        "{slice}"
+    );
 }

@@ -126,7 +126,7 @@ down() {
   if [ -f "$run_dir/watchdog.pid" ] && [ "$(cat "$run_dir/watchdog.pid")" != "${BINDERY_WATCHDOG_SELF:-}" ]; then
     stop_pidfiles "$run_dir/watchdog.pid"
   fi
-  rm -f "$run_dir/watchdog.pid" "$run_dir/env"
+  rm -f "$run_dir/env"
   node_down
   local pidfiles=()
   for c in "${clusters[@]}"; do
@@ -135,6 +135,8 @@ down() {
     done
   done
   stop_pidfiles "${pidfiles[@]}"
+  # Last, so that a run starting now sees a teardown under way (wait_for_teardown).
+  rm -f "$run_dir/watchdog.pid" "$run_dir/watchdog.owner"
 }
 
 # start_process NAME LOG PIDFILE CMD...: start detached, record the pid.
@@ -305,9 +307,26 @@ start_watchdog() { # owner pid
     BINDERY_WATCHDOG_SELF=$$ exec "$0" down --run-dir "$1"
   ' "$here/cluster.sh" "$run_dir" >"$run_dir/watchdog.log" 2>&1 </dev/null 9>&- &
   echo $! >"$run_dir/watchdog.pid"
+  echo "$1" >"$run_dir/watchdog.owner"
+}
+
+# A watchdog whose owner is gone is taking the clusters down (or is about
+# to, within its 0.5 s poll): a run that starts right after the last one
+# must wait for that, not reuse clusters that are going away.
+wait_for_teardown() {
+  local owner
+  alive "$run_dir/watchdog.pid" || return 0
+  owner=$(cat "$run_dir/watchdog.owner" 2>/dev/null) || owner=
+  if [ -n "$owner" ] && kill -0 "$owner" 2>/dev/null; then return 0; fi
+  local waited=0
+  while alive "$run_dir/watchdog.pid" && [ "$waited" -lt 120 ]; do
+    sleep 1
+    waited=$((waited + 1))
+  done
 }
 
 up() {
+  wait_for_teardown
   if [ "${clusters[*]}" = "${wanted[*]}" ] && [ "$node_cluster" = "$wanted_node" ] && status; then
     [ -n "$owner_pid" ] && ! alive "$run_dir/watchdog.pid" && start_watchdog "$owner_pid"
     cat "$run_dir/env"

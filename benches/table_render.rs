@@ -1,9 +1,11 @@
 //! What a Table of 500 objects costs bindery to render from the watch
 //! cache's consumer-form list (`bindery::table`): decoding the list, making
 //! the rows (cells and row objects), and encoding the Table, for each
-//! `includeObject`; and the Table joined from rows the cache keeps. Pure:
+//! `includeObject`; the Table joined from rows the cache keeps; and the
+//! gzip of the Table and the list, as kubectl asks for them. Pure:
 //! no cluster. Results and the command are in `benches/RESULTS.md`.
 
+use bindery::server::compress::gzip;
 use bindery::table::{Columns, table, table_of_rows};
 use bindery::wire::query::IncludeObject;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
@@ -93,6 +95,14 @@ fn bench(c: &mut Criterion) {
     group.bench_function("the Table from kept rows/Metadata", |b| {
         b.iter(|| black_box(table_of_rows(&columns, &metadata, &rows, now).unwrap()))
     });
+    // What kubectl's `Accept-Encoding: gzip` adds: the Table (and the plain
+    // list) compressed as bindery answers them.
+    let kept = table_of_rows(&columns, &metadata, &rows, now).unwrap();
+    for (name, body) in [("Table", &kept[..]), ("list", &list[..])] {
+        group.bench_with_input(BenchmarkId::new("gzip", name), body, |b, body| {
+            b.iter(|| black_box(gzip(body)))
+        });
+    }
     group.finish();
 }
 

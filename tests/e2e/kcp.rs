@@ -12,7 +12,8 @@
 //! sees its own Ready and credentials). A consumer that unbinds is
 //! disengaged in both modes: a watch at `clusters/*` is told its objects
 //! left (DELETED, as kcp's watch tells the objects an APIBinding's deletion
-//! removes) and goes on, and the workspace stops showing them. The
+//! removes) and goes on, and the workspace stops showing them; binding
+//! again brings them back to the same watch as ADDED events. The
 //! dialect itself is checked too: the annotation names each
 //! object's consumer, a caller's value is never stored, the bindings and
 //! the endpoint slice are what bindery made.
@@ -524,8 +525,6 @@ fn controllers_written_for_kcp_engage_every_consumer_and_reconcile_through_its_p
         },
         1,
     );
-    let _ = watch.kill();
-    let _ = watch.wait();
     // The workspace no longer shows the second consumer's objects.
     let (code, list) = curl_with_token("GET", &instances, Some(&token), None);
     assert_eq!(code, 200, "{list}");
@@ -533,6 +532,36 @@ fn controllers_written_for_kcp_engage_every_consumer_and_reconcile_through_its_p
         !list.to_string().contains(two.as_str()),
         "{two} still shows at clusters/*: {list}"
     );
+    // Binding again finds the objects the provider kept, and the same
+    // watch is told them as ADDED, as kcp's wildcard watch tells the
+    // objects of a workspace that binds the export.
+    succeeded(
+        "bind the second app cluster again",
+        &bindery_command_for(&bindery().url, "bind", &second.kubeconfig)
+            .args(["--template", EXPORT])
+            .env("BINDERY_TOKEN", &second_binder)
+            .output()
+            .expect("bindery runs"),
+    );
+    let mut back = told(
+        &events,
+        |e| {
+            e["type"] == "ADDED"
+                && e["object"]["metadata"]["annotations"]["kcp.io/cluster"] == two.as_str()
+        },
+        2,
+    );
+    back.sort_by_key(|e| e["object"]["metadata"]["name"].as_str().map(str::to_string));
+    for (event, name) in back.iter().zip(["shared-a", "shared-b"]) {
+        assert_eq!(event["object"]["metadata"]["name"], name, "{event}");
+        assert_eq!(
+            event["object"]["metadata"]["annotations"]["bindery.dev/consumer"],
+            two.as_str(),
+            "{event}"
+        );
+    }
+    let _ = watch.kill();
+    let _ = watch.wait();
     for controller in [&by_export, &by_object] {
         assert!(
             !controller

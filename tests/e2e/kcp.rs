@@ -562,6 +562,15 @@ fn controllers_written_for_kcp_engage_every_consumer_and_reconcile_through_its_p
     }
     let _ = watch.kill();
     let _ = watch.wait();
+    // As the other tests expect the export: without this test's app cluster.
+    succeeded(
+        "unbind the second app cluster again",
+        &bindery_command_for(&bindery().url, "unbind", &second.kubeconfig)
+            .arg(EXPORT)
+            .env("BINDERY_TOKEN", &second_binder)
+            .output()
+            .expect("bindery runs"),
+    );
     for controller in [&by_export, &by_object] {
         assert!(
             !controller

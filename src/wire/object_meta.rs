@@ -18,112 +18,61 @@ type Raw<'a> = Option<&'a RawValue>;
 #[derive(Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectMeta<'a> {
-    #[serde(
-        borrow,
-        default,
-        deserialize_with = "null_kept",
-        skip_serializing_if = "absent_or_null"
-    )]
-    name: Raw<'a>,
-    #[serde(
-        borrow,
-        default,
-        deserialize_with = "null_kept",
-        skip_serializing_if = "absent_or_null"
-    )]
-    generate_name: Raw<'a>,
-    #[serde(
-        borrow,
-        default,
-        deserialize_with = "null_kept",
-        skip_serializing_if = "absent_or_null"
-    )]
-    namespace: Raw<'a>,
-    #[serde(
-        borrow,
-        default,
-        deserialize_with = "null_kept",
-        skip_serializing_if = "absent_or_null"
-    )]
-    self_link: Raw<'a>,
-    #[serde(
-        borrow,
-        default,
-        deserialize_with = "null_kept",
-        skip_serializing_if = "absent_or_null"
-    )]
-    uid: Raw<'a>,
-    #[serde(
-        borrow,
-        default,
-        deserialize_with = "null_kept",
-        skip_serializing_if = "absent_or_null"
-    )]
-    resource_version: Raw<'a>,
-    #[serde(
-        borrow,
-        default,
-        deserialize_with = "null_kept",
-        skip_serializing_if = "absent_or_null"
-    )]
-    generation: Raw<'a>,
-    #[serde(
-        borrow,
-        default,
-        deserialize_with = "null_kept",
-        skip_serializing_if = "absent_or_null"
-    )]
-    creation_timestamp: Raw<'a>,
-    #[serde(
-        borrow,
-        default,
-        deserialize_with = "null_kept",
-        skip_serializing_if = "absent_or_null"
-    )]
-    deletion_timestamp: Raw<'a>,
-    #[serde(
-        borrow,
-        default,
-        deserialize_with = "null_kept",
-        skip_serializing_if = "absent_or_null"
-    )]
-    deletion_grace_period_seconds: Raw<'a>,
-    #[serde(
-        borrow,
-        default,
-        deserialize_with = "null_kept",
-        skip_serializing_if = "absent_or_null"
-    )]
-    labels: Raw<'a>,
-    #[serde(
-        borrow,
-        default,
-        deserialize_with = "null_kept",
-        skip_serializing_if = "absent_or_null"
-    )]
-    annotations: Raw<'a>,
+    #[serde(borrow, default, skip_serializing_if = "Field::is_absent_or_null")]
+    name: Field<'a>,
+    #[serde(borrow, default, skip_serializing_if = "Field::is_absent_or_null")]
+    generate_name: Field<'a>,
+    #[serde(borrow, default, skip_serializing_if = "Field::is_absent_or_null")]
+    namespace: Field<'a>,
+    #[serde(borrow, default, skip_serializing_if = "Field::is_absent_or_null")]
+    self_link: Field<'a>,
+    #[serde(borrow, default, skip_serializing_if = "Field::is_absent_or_null")]
+    uid: Field<'a>,
+    #[serde(borrow, default, skip_serializing_if = "Field::is_absent_or_null")]
+    resource_version: Field<'a>,
+    #[serde(borrow, default, skip_serializing_if = "Field::is_absent_or_null")]
+    generation: Field<'a>,
+    #[serde(borrow, default, skip_serializing_if = "Field::is_absent_or_null")]
+    creation_timestamp: Field<'a>,
+    #[serde(borrow, default, skip_serializing_if = "Field::is_absent_or_null")]
+    deletion_timestamp: Field<'a>,
+    #[serde(borrow, default, skip_serializing_if = "Field::is_absent_or_null")]
+    deletion_grace_period_seconds: Field<'a>,
+    #[serde(borrow, default, skip_serializing_if = "Field::is_absent_or_null")]
+    labels: Field<'a>,
+    #[serde(borrow, default, skip_serializing_if = "Field::is_absent_or_null")]
+    annotations: Field<'a>,
     #[serde(borrow, skip_serializing_if = "Option::is_none")]
     owner_references: Option<Vec<OwnerReference<'a>>>,
-    #[serde(
-        borrow,
-        default,
-        deserialize_with = "null_kept",
-        skip_serializing_if = "absent_or_null"
-    )]
-    finalizers: Raw<'a>,
+    #[serde(borrow, default, skip_serializing_if = "Field::is_absent_or_null")]
+    finalizers: Field<'a>,
     #[serde(borrow, skip_serializing_if = "Option::is_none")]
     managed_fields: Option<Vec<ManagedFieldsEntry<'a>>>,
 }
 
-/// A plain field's JSON with `null` kept (`Some("null")`), so a cell that
-/// reads it finds the `null` the object has rather than nothing.
-fn null_kept<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Raw<'de>, D::Error> {
-    <&RawValue>::deserialize(deserializer).map(Some)
+/// A plain field's JSON as it came, `null` included (so that a cell that
+/// reads it finds the `null` the object has); absent when the object has
+/// no such field. Written as Go's struct writes it: a `null` leaves the
+/// field at its zero value, which `omitempty` leaves out.
+#[derive(Clone, Copy, Default)]
+struct Field<'a>(Raw<'a>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Field<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        <&'a RawValue>::deserialize(deserializer).map(|raw| Field(Some(raw)))
+    }
 }
 
-/// Go's struct leaves a `null` field at its zero value, which it omits.
-fn absent_or_null(field: &Raw) -> bool {
-    field.is_none_or(|raw| raw.get() == "null")
+impl Serialize for Field<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl Field<'_> {
+    fn is_absent_or_null(&self) -> bool {
+        self.0.is_none_or(|raw| raw.get() == "null")
+    }
 }
 
 /// `metav1.OwnerReference`, its fields in order.
@@ -169,7 +118,7 @@ impl<'a> ObjectMeta<'a> {
     /// kept as it came (`Some(None)`: absent); `None` for owner references,
     /// managed fields, and names the struct does not have.
     pub fn plain_field(&self, name: &str) -> Option<Raw<'a>> {
-        Some(match name {
+        let field = match name {
             "name" => self.name,
             "generateName" => self.generate_name,
             "namespace" => self.namespace,
@@ -184,7 +133,8 @@ impl<'a> ObjectMeta<'a> {
             "annotations" => self.annotations,
             "finalizers" => self.finalizers,
             _ => return None,
-        })
+        };
+        Some(field.0)
     }
 
     /// Whether [`ObjectMeta::plain_field`] gives the field named `name`.

@@ -248,6 +248,42 @@ fn told(events: &Receiver<Value>, wanted: impl Fn(&Value) -> bool, count: usize)
     found
 }
 
+/// `bindery <args>` against the app cluster `app`, as the binder `token`.
+fn binder_runs(what: &str, app: &Cluster, token: &str, args: &[&str]) {
+    let (verb, rest) = args.split_first().expect("a command");
+    succeeded(
+        what,
+        &bindery_command_for(&bindery().url, verb, &app.kubeconfig)
+            .args(rest)
+            .env("BINDERY_TOKEN", token)
+            .output()
+            .expect("bindery runs"),
+    );
+}
+
+/// The consumer `cluster`'s two instances, `shared-a` and `shared-b`, told
+/// to a wildcard watch as `kind` events, in its terms and marked as its.
+fn objects_told(events: &Receiver<Value>, kind: &str, cluster: &str) {
+    let mut told = told(
+        events,
+        |e| {
+            e["type"] == kind && e["object"]["metadata"]["annotations"]["kcp.io/cluster"] == cluster
+        },
+        2,
+    );
+    told.sort_by_key(|e| e["object"]["metadata"]["name"].as_str().map(str::to_string));
+    for (event, name) in told.iter().zip(["shared-a", "shared-b"]) {
+        let object = &event["object"];
+        assert_eq!(object["metadata"]["name"], name, "{event}");
+        assert_eq!(object["metadata"]["namespace"], "default", "{event}");
+        assert_eq!(
+            object["metadata"]["annotations"]["bindery.dev/consumer"], cluster,
+            "{event}"
+        );
+        assert_eq!(object["kind"], "PostgreSQLInstance", "{event}");
+    }
+}
+
 fn workspace(path: &str) -> String {
     format!("{}/services/export/{EXPORT}{path}", bindery().url)
 }
@@ -403,13 +439,11 @@ fn controllers_written_for_kcp_engage_every_consumer_and_reconcile_through_its_p
     let _guard = app_cluster_binds();
     let first_binder = bind_template(EXPORT);
     let (_, second_binder) = binder_token(true);
-    succeeded(
+    binder_runs(
         "bind the second app cluster",
-        &bindery_command_for(&bindery().url, "bind", &second.kubeconfig)
-            .args(["--template", EXPORT])
-            .env("BINDERY_TOKEN", &second_binder)
-            .output()
-            .expect("bindery runs"),
+        &second,
+        &second_binder,
+        &["bind", "--template", EXPORT],
     );
     let one = app_cluster_namespace()
         .strip_prefix("kube-bind-")
@@ -476,36 +510,15 @@ fn controllers_written_for_kcp_engage_every_consumer_and_reconcile_through_its_p
         &token,
         600,
     );
-    succeeded(
+    binder_runs(
         "unbind the second app cluster",
-        &bindery_command_for(&bindery().url, "unbind", &second.kubeconfig)
-            .arg(EXPORT)
-            .env("BINDERY_TOKEN", &second_binder)
-            .output()
-            .expect("bindery runs"),
+        &second,
+        &second_binder,
+        &["unbind", EXPORT],
     );
     by_export.disengaged(&two);
     by_object.disengaged(&two);
-    let mut left = told(
-        &events,
-        |e| {
-            e["type"] == "DELETED"
-                && e["object"]["metadata"]["annotations"]["kcp.io/cluster"] == two.as_str()
-        },
-        2,
-    );
-    left.sort_by_key(|e| e["object"]["metadata"]["name"].as_str().map(str::to_string));
-    for (event, name) in left.iter().zip(["shared-a", "shared-b"]) {
-        let object = &event["object"];
-        assert_eq!(object["metadata"]["name"], name, "{event}");
-        assert_eq!(object["metadata"]["namespace"], "default", "{event}");
-        assert_eq!(
-            object["metadata"]["annotations"]["bindery.dev/consumer"],
-            two.as_str(),
-            "{event}"
-        );
-        assert_eq!(object["kind"], "PostgreSQLInstance", "{event}");
-    }
+    objects_told(&events, "DELETED", &two);
     // The watch goes on: a change of the first consumer's object follows.
     first.kubectl(&[
         "-n",
@@ -535,41 +548,21 @@ fn controllers_written_for_kcp_engage_every_consumer_and_reconcile_through_its_p
     // Binding again finds the objects the provider kept, and the same
     // watch is told them as ADDED, as kcp's wildcard watch tells the
     // objects of a workspace that binds the export.
-    succeeded(
+    binder_runs(
         "bind the second app cluster again",
-        &bindery_command_for(&bindery().url, "bind", &second.kubeconfig)
-            .args(["--template", EXPORT])
-            .env("BINDERY_TOKEN", &second_binder)
-            .output()
-            .expect("bindery runs"),
+        &second,
+        &second_binder,
+        &["bind", "--template", EXPORT],
     );
-    let mut back = told(
-        &events,
-        |e| {
-            e["type"] == "ADDED"
-                && e["object"]["metadata"]["annotations"]["kcp.io/cluster"] == two.as_str()
-        },
-        2,
-    );
-    back.sort_by_key(|e| e["object"]["metadata"]["name"].as_str().map(str::to_string));
-    for (event, name) in back.iter().zip(["shared-a", "shared-b"]) {
-        assert_eq!(event["object"]["metadata"]["name"], name, "{event}");
-        assert_eq!(
-            event["object"]["metadata"]["annotations"]["bindery.dev/consumer"],
-            two.as_str(),
-            "{event}"
-        );
-    }
+    objects_told(&events, "ADDED", &two);
     let _ = watch.kill();
     let _ = watch.wait();
     // As the other tests expect the export: without this test's app cluster.
-    succeeded(
+    binder_runs(
         "unbind the second app cluster again",
-        &bindery_command_for(&bindery().url, "unbind", &second.kubeconfig)
-            .arg(EXPORT)
-            .env("BINDERY_TOKEN", &second_binder)
-            .output()
-            .expect("bindery runs"),
+        &second,
+        &second_binder,
+        &["unbind", EXPORT],
     );
     for controller in [&by_export, &by_object] {
         assert!(

@@ -17,6 +17,7 @@ pub mod catalog;
 pub mod certs;
 pub mod claim_referrers;
 pub mod controllers;
+pub mod deep;
 pub mod discovery;
 pub mod documents;
 pub mod expiring;

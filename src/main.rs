@@ -369,7 +369,7 @@ fn consumer_kubeconfig(args: ConsumerKubeconfigArgs) -> anyhow::Result<()> {
 }
 
 fn bind(args: BindArgs) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    let runtime = bindery::deep::runtime().context("starting the async runtime")?;
     runtime.block_on(async {
         let options = bindery::bind::cli::BindOptions {
             provider: args.provider.provider().await?,
@@ -386,7 +386,7 @@ fn bind(args: BindArgs) -> anyhow::Result<()> {
 }
 
 fn unbind(args: UnbindArgs) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    let runtime = bindery::deep::runtime().context("starting the async runtime")?;
     runtime.block_on(async {
         let options = bindery::bind::cli::UnbindOptions {
             provider: args.provider.provider().await?,
@@ -398,7 +398,7 @@ fn unbind(args: UnbindArgs) -> anyhow::Result<()> {
 }
 
 fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    let runtime = bindery::deep::runtime().context("starting the async runtime")?;
     runtime.block_on(bindery::migrate::migrate(
         bindery::migrate::MigrateOptions {
             app_kubeconfig: args.kubeconfig,
@@ -413,7 +413,7 @@ fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    let runtime = bindery::deep::runtime().context("starting the async runtime")?;
     runtime.block_on(bindery::serve::run(bindery::serve::Options {
         provider_kubeconfig: args.provider_kubeconfig,
         listen: args.listen,
@@ -433,7 +433,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 fn controllers(args: ControllersArgs) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    let runtime = bindery::deep::runtime().context("starting the async runtime")?;
     runtime.block_on(async {
         let client = bindery::serve::provider_client(args.provider_kubeconfig.as_deref()).await?;
         let mut options = args.lease.options(&args.cluster_namespace_prefix);

@@ -187,6 +187,12 @@ impl ApiError {
         }))
     }
 
+    /// An error kube-apiserver answers without a reason: one that is not
+    /// its own `StatusError` (an encoder's, say), with `code`.
+    pub fn unreasoned(code: u16, message: impl Into<String>) -> Self {
+        Self::new(code, "", message)
+    }
+
     /// `500 InternalError`.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(

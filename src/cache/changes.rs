@@ -157,7 +157,7 @@ pub fn seen_by<'a>(change: &'a Change, selection: &Selection) -> Option<Seen<'a>
 
 /// An object's JSON with `metadata.resourceVersion` set to `version`.
 fn with_resource_version(bytes: &[u8], version: u64) -> Option<Vec<u8>> {
-    let mut object: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let mut object: serde_json::Value = crate::deep::from_slice(bytes).ok()?;
     object
         .get_mut("metadata")?
         .as_object_mut()?

@@ -30,7 +30,7 @@ struct IdentityMetadata<'a> {
 
 /// `(namespace, name, resourceVersion)` of the object in `body`.
 fn identity(body: &[u8]) -> Option<(Cow<'_, str>, Cow<'_, str>, u64)> {
-    let object: Identity = serde_json::from_slice(body).ok()?;
+    let object: Identity = crate::deep::from_slice(body).ok()?;
     let metadata = object.metadata;
     let version = metadata.resource_version.parse().ok()?;
     Some((

@@ -15,6 +15,7 @@
 pub mod changes;
 pub mod got;
 pub mod metadata_probe;
+pub mod provider_read;
 pub mod query;
 pub mod reflector;
 pub mod store;
@@ -289,7 +290,7 @@ impl CachedUpstream {
     ) -> Result<http::Response<BoxBody>, BoxError> {
         let (head, body) = response.into_parts();
         let bytes = body.collect().await?.to_bytes();
-        let version = serde_json::from_slice::<serde_json::Value>(&bytes)
+        let version = crate::deep::from_slice::<serde_json::Value>(&bytes)
             .ok()
             .and_then(|v| {
                 v["metadata"]["resourceVersion"]

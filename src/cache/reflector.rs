@@ -7,6 +7,7 @@
 //! out as the changes it makes, so watchers stay attached across it.
 
 use super::changes::{Change, Window};
+use super::provider_read;
 use super::store::{Applied, Store, Stored};
 use super::subscribers::Subscribers;
 use crate::metrics::cache::ResourceMetrics;
@@ -334,9 +335,19 @@ async fn list(client: &kube::Client, collection: &str, reflected: &Reflected) ->
         .header(ACCEPT, "application/json")
         .body(Vec::new())
         .ok()?;
-    match client.request::<serde_json::Value>(request).await {
-        Ok(list) => {
-            let store = Store::from_list(&list)?;
+    match client.request_text(request).await {
+        Ok(body) => {
+            let Some(listed) = provider_read::list(&body) else {
+                reflected.list_failed.store(true, Ordering::Relaxed);
+                tracing::warn!(%collection, "the watch cache cannot read the provider's list");
+                return None;
+            };
+            for unreadable in &listed.unreadable {
+                reflected.metrics.unreadable.inc();
+                tracing::warn!(%collection, object = %unreadable,
+                    "the watch cache cannot read an object and serves the rest without it");
+            }
+            let store = Store::from_listed(listed)?;
             let version = store.resource_version();
             reflected.set(store);
             reflected.list_failed.store(false, Ordering::Relaxed);
@@ -351,6 +362,39 @@ async fn list(client: &kube::Client, collection: &str, reflected: &Reflected) ->
             None
         }
     }
+}
+
+/// The events of a watch's body, one per line, each read by
+/// [`provider_read::watch_line`]; an object that cannot be read comes as
+/// its deletion, named in a warning and counted.
+fn events(
+    body: impl futures::AsyncBufRead + Send + Unpin,
+    collection: &str,
+    metrics: &ResourceMetrics,
+) -> impl futures::Stream<Item = Result<WatchEvent<serde_json::Value>, std::io::Error>> + Send {
+    use futures::{AsyncBufReadExt, StreamExt};
+    let collection = collection.to_string();
+    let unreadable = metrics.unreadable.clone();
+    body.lines().filter_map(move |line| {
+        let read = line.map(|line| match provider_read::watch_line(&line) {
+            provider_read::Line::Event(event) => Some(event),
+            provider_read::Line::Unreadable {
+                object,
+                description,
+            } => {
+                unreadable.inc();
+                tracing::warn!(%collection, event = %description,
+                    "the watch cache cannot read an object and serves the rest without it");
+                Some(WatchEvent::Deleted(object))
+            }
+            provider_read::Line::Garbage if line.trim().is_empty() => None,
+            provider_read::Line::Garbage => {
+                tracing::debug!(%collection, "the provider's watch sent a line that is no event");
+                None
+            }
+        });
+        std::future::ready(read.transpose())
+    })
 }
 
 /// Watches from `version` until the provider says to list again. A watch
@@ -368,17 +412,20 @@ async fn follow(client: &kube::Client, collection: &str, reflected: &Reflected, 
         let uri = format!(
             "{collection}?watch=true&allowWatchBookmarks=true&resourceVersion={version}&timeoutSeconds=600"
         );
+        // Uncompressed, as kube-rs asks for its own watches: a watch is
+        // read line by line as it comes.
         let Ok(request) = http::Request::builder()
             .uri(uri)
             .header(ACCEPT, "application/json")
+            .header(http::header::ACCEPT_ENCODING, "identity")
             .body(Vec::new())
         else {
             return;
         };
         let started = std::time::Instant::now();
         reflected.metrics.upstream_watches.inc();
-        let stream = match client.request_events::<serde_json::Value>(request).await {
-            Ok(stream) => stream,
+        let stream = match client.request_stream(request).await {
+            Ok(body) => events(body, collection, &reflected.metrics),
             Err(e) => {
                 tracing::warn!(%collection, error = %e, "the watch cache cannot watch; relisting");
                 tokio::time::sleep(Duration::from_secs(1)).await;
@@ -431,9 +478,6 @@ async fn follow(client: &kube::Client, collection: &str, reflected: &Reflected, 
                 Ok(None) => break,
                 Err(e) => {
                     tracing::debug!(%collection, error = %e, "the watch cache's watch broke");
-                    if matches!(&e, kube::Error::Api(status) if status.code == 410) {
-                        return;
-                    }
                     tokio::time::sleep(Duration::from_millis(200)).await;
                     break;
                 }

@@ -137,19 +137,29 @@ impl Store {
     /// A store from a provider LIST; `None` when the list is not one (or
     /// its resourceVersion is not a number).
     pub fn from_list(list: &Value) -> Option<Self> {
-        let resource_version = list["metadata"]["resourceVersion"].as_str()?.parse().ok()?;
+        Self::from_listed(super::provider_read::Listed {
+            api_version: list["apiVersion"].as_str()?.to_string(),
+            kind: list["kind"].as_str()?.to_string(),
+            resource_version: list["metadata"]["resourceVersion"].as_str()?.parse().ok()?,
+            items: list["items"].as_array()?.clone(),
+            unreadable: Vec::new(),
+        })
+    }
+
+    /// A store from a provider LIST as the reflector reads it; `None` when
+    /// the list's kind is not one.
+    pub fn from_listed(list: super::provider_read::Listed) -> Option<Self> {
         let mut store = Self {
             objects: BTreeMap::new(),
-            resource_version,
-            api_version: list["apiVersion"].as_str()?.to_string(),
-            list_kind: list["kind"].as_str()?.to_string(),
+            resource_version: list.resource_version,
+            api_version: list.api_version,
+            list_kind: list.kind,
         };
         // Items of a list of built-in objects carry no apiVersion/kind;
         // watch events and GETs do, first, and so does the stored form (a
         // GET's answer may be the consumer form made from it).
         let kind = store.list_kind.strip_suffix("List")?.to_string();
-        for item in list["items"].as_array()? {
-            let mut item = item.clone();
+        for mut item in list.items {
             if let Some(object) = item.as_object_mut() {
                 if !object.contains_key("apiVersion") {
                     object.shift_insert(0, "apiVersion".into(), store.api_version.clone().into());
@@ -273,7 +283,7 @@ impl Store {
             if newer.objects.contains_key(key) {
                 continue;
             }
-            let Ok(mut object) = serde_json::from_slice::<Value>(&previous.bytes) else {
+            let Ok(mut object) = crate::deep::from_slice::<Value>(&previous.bytes) else {
                 continue;
             };
             let version = free.next().unwrap_or(newer.resource_version);
@@ -700,7 +710,7 @@ mod tests {
                 key,
                 item: Box::new(move |bytes| {
                     calls.fetch_add(1, Ordering::SeqCst);
-                    let mut object: Value = serde_json::from_slice(bytes).ok()?;
+                    let mut object: Value = crate::deep::from_slice(bytes).ok()?;
                     // Only namespace `a` is this consumer's, renamed `mine`.
                     (object["metadata"]["namespace"] == "a").then(|| {
                         object["metadata"]["namespace"] = "mine".into();
@@ -754,7 +764,7 @@ mod tests {
         let translation = Translation {
             key: 1,
             item: Box::new(|bytes| {
-                let object: Value = serde_json::from_slice(bytes).ok()?;
+                let object: Value = crate::deep::from_slice(bytes).ok()?;
                 (object["metadata"]["namespace"] == "a").then(|| bytes.to_vec())
             }),
             continue_token: Box::new(|token| format!("sealed {token}")),

@@ -148,7 +148,7 @@ pub fn answer_up(
     status: u16,
     body: &[u8],
 ) -> Result<Answer, Refused> {
-    let value: Value = serde_json::from_slice(body).map_err(|_| Refused::Unreadable)?;
+    let value: Value = crate::deep::from_slice(body).map_err(|_| Refused::Unreadable)?;
     if !(200..300).contains(&status) {
         let value = status_up(view, &value).ok_or(Refused::Unreadable)?;
         return Ok(Answer { status, value });

@@ -15,16 +15,70 @@ use http::{HeaderValue, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use serde_json::Value;
 
-/// `value` in `media`, with its Content-Type; `None` when it has no form
-/// in that media (only what negotiation allowed is asked for).
-pub fn encode(value: &Value, media: Media, pretty: bool) -> Option<(&'static str, Vec<u8>)> {
+/// Why an answer was not encoded.
+#[derive(Debug)]
+pub enum Unencoded {
+    /// It has no form in that media (only what negotiation allowed is
+    /// asked for, so bindery could not read it).
+    NoForm,
+    /// kube-apiserver's own encoder refuses it, with this error.
+    Refused(ApiError),
+}
+
+impl Unencoded {
+    /// The caller's error; `unreadable` for an answer with no form.
+    pub fn to_error(self, unreadable: impl FnOnce() -> ApiError) -> ApiError {
+        match self {
+            Unencoded::NoForm => unreadable(),
+            Unencoded::Refused(error) => error,
+        }
+    }
+}
+
+/// `value` in `media`, with its Content-Type.
+pub fn encode(
+    value: &Value,
+    media: Media,
+    pretty: bool,
+) -> Result<(&'static str, Vec<u8>), Unencoded> {
     let bytes = match media {
-        Media::Json if pretty => serde_json::to_vec_pretty(value).ok()?,
-        Media::Json => serde_json::to_vec(value).ok()?,
-        Media::Yaml => yaml::to_yaml(value).into_bytes(),
-        Media::Protobuf => protobuf::encode(value).ok()?,
+        Media::Json if pretty => serde_json::to_vec_pretty(value).map_err(|_| Unencoded::NoForm)?,
+        Media::Json => serde_json::to_vec(value).map_err(|_| Unencoded::NoForm)?,
+        Media::Yaml => {
+            if let Some(error) = yaml_too_deep(value) {
+                return Err(Unencoded::Refused(error));
+            }
+            yaml::to_yaml(value).into_bytes()
+        }
+        Media::Protobuf => protobuf::encode(value).map_err(|_| Unencoded::NoForm)?,
     };
-    Some((media.content_type(), bytes))
+    Ok((media.content_type(), bytes))
+}
+
+/// kube-apiserver's 500 for a custom resource's answer in YAML nested
+/// deeper than Go's JSON reads: its YAML is made from the answer's JSON
+/// (`json.Marshal`, which checks what the object's `MarshalJSON` wrote
+/// with Go's scanner), so an object at the limit has YAML and its list,
+/// two levels deeper, has none.
+fn yaml_too_deep(value: &Value) -> Option<ApiError> {
+    let json = serde_json::to_vec(value).ok()?;
+    let opener = crate::deep::past_go_depth(&json)?;
+    let kind = value
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let go_type = if kind.ends_with("List") {
+        "*unstructured.UnstructuredList"
+    } else {
+        "*unstructured.Unstructured"
+    };
+    Some(ApiError::unreasoned(
+        500,
+        format!(
+            "json: error calling MarshalJSON for type {go_type}: invalid character '{}' exceeded max depth",
+            opener as char
+        ),
+    ))
 }
 
 /// A complete response.
@@ -108,8 +162,8 @@ impl ErrorForm {
             None => encode(status, Media::Json, true),
         };
         match encoded {
-            Some((content_type, bytes)) => full(code, content_type, bytes),
-            None => full(code, "application/json", status.to_string()),
+            Ok((content_type, bytes)) => full(code, content_type, bytes),
+            Err(_) => full(code, "application/json", status.to_string()),
         }
     }
 
@@ -166,6 +220,38 @@ pub fn watch_content_type(media: Media) -> &'static str {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn yaml_deeper_than_go_reads_is_kube_apiservers_500() {
+        std::thread::Builder::new()
+            .stack_size(crate::deep::THREAD_STACK)
+            .spawn(|| {
+                let levels = crate::deep::OBJECT_DEPTH - 1;
+                let object: Value = crate::deep::from_str(&format!(
+                    r#"{{"kind":"Widget","spec":{}1{}}}"#,
+                    "[".repeat(levels),
+                    "]".repeat(levels)
+                ))
+                .unwrap();
+                assert!(encode(&object, Media::Yaml, false).is_ok(), "an object at the limit");
+                let list = json!({"kind": "WidgetList", "items": [object]});
+                match encode(&list, Media::Yaml, false) {
+                    Err(Unencoded::Refused(error)) => {
+                        assert_eq!(error.code, 500);
+                        assert_eq!(error.reason, "");
+                        assert_eq!(
+                            error.message,
+                            "json: error calling MarshalJSON for type *unstructured.UnstructuredList: invalid character '[' exceeded max depth"
+                        );
+                    }
+                    other => panic!("{other:?}"),
+                }
+                assert!(encode(&list, Media::Json, false).is_ok(), "JSON has no limit");
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
 
     fn headers(accept: &str) -> http::HeaderMap {
         let mut headers = http::HeaderMap::new();

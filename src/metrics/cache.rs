@@ -36,6 +36,7 @@ pub struct CacheMetrics {
     silences: Counters,
     behind: Counters,
     impatient: Counters,
+    unreadable: Counters,
     wait: Family<ResourceLabels, Histogram, fn() -> Histogram>,
 }
 
@@ -74,6 +75,10 @@ impl CacheMetrics {
             "bindery_watch_cache_patience_exhausted",
             "Counter of reads that waited the cache's full patience for a version and were sent to the provider instead, by resource.",
         );
+        let unreadable = counter(
+            "bindery_watch_cache_unreadable_objects",
+            "Counter of provider objects (in lists and watch events) the watch cache could not read and left out, each named in a warning, by resource.",
+        );
         let mut gauge = |name: &str, help: &str| {
             let family = Gauges::default();
             registry.register(name, help, family.clone());
@@ -109,6 +114,7 @@ impl CacheMetrics {
             silences,
             behind,
             impatient,
+            unreadable,
             wait,
         }
     }
@@ -128,6 +134,7 @@ impl CacheMetrics {
             silences: self.silences.get_or_create_owned(&labels),
             behind: self.behind.get_or_create_owned(&labels),
             impatient: self.impatient.get_or_create_owned(&labels),
+            unreadable: self.unreadable.get_or_create_owned(&labels),
             wait: self.wait.get_or_create_owned(&labels),
         }
     }
@@ -146,6 +153,7 @@ pub struct ResourceMetrics {
     pub silences: Counter,
     pub behind: Counter,
     pub impatient: Counter,
+    pub unreadable: Counter,
     pub wait: Histogram,
 }
 
@@ -163,6 +171,7 @@ impl ResourceMetrics {
             silences: Counter::default(),
             behind: Counter::default(),
             impatient: Counter::default(),
+            unreadable: Counter::default(),
             wait: Histogram::new(WAIT_BUCKETS),
         }
     }

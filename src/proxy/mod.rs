@@ -300,7 +300,7 @@ impl Exchange<'_> {
         match answer_up(&self.view, &shape, status.as_u16(), &body) {
             // Visible: the provider's own form is what a patch applies to.
             Ok(answer) if status == StatusCode::OK && answer.status == 200 => {
-                let object = serde_json::from_slice(&body).map_err(|_| self.unreadable())?;
+                let object = crate::deep::from_slice(&body).map_err(|_| self.unreadable())?;
                 Ok(Some(object))
             }
             Ok(answer) if !(200..300).contains(&answer.status) => {
@@ -534,7 +534,7 @@ impl Exchange<'_> {
             encode::add_warnings(&mut response, &self.all_warnings(warnings));
             return Ok(response);
         }
-        let value: Value = serde_json::from_slice(json).map_err(|_| self.unreadable())?;
+        let value: Value = crate::deep::from_slice(json).map_err(|_| self.unreadable())?;
         self.respond(status, &value, warnings)
     }
 
@@ -546,7 +546,7 @@ impl Exchange<'_> {
     ) -> Result<Response<BoxBody>, Failure> {
         let (content_type, bytes) =
             encode::encode(value, self.request.output.media, self.request.pretty)
-                .ok_or_else(|| self.unreadable())?;
+                .map_err(|e| e.to_error(|| crate::forward::answer::unreadable(PROVIDER)))?;
         let mut response = encode::full(status, content_type, bytes);
         encode::add_warnings(&mut response, &self.all_warnings(warnings));
         Ok(response)
@@ -645,7 +645,7 @@ impl Exchange<'_> {
                 if !status.is_success() {
                     return self.answer(status.as_u16(), &body, Vec::new());
                 }
-                serde_json::from_slice(&body).map_err(|_| self.unreadable())?
+                crate::deep::from_slice(&body).map_err(|_| self.unreadable())?
             } else {
                 object
             };
@@ -698,7 +698,7 @@ fn pin_delete(provider: &mut ProviderRequest, current: &Value) {
     let Some((_, bytes)) = &mut provider.body else {
         return;
     };
-    let Ok(mut options) = serde_json::from_slice::<Value>(bytes) else {
+    let Ok(mut options) = crate::deep::from_slice::<Value>(bytes) else {
         return;
     };
     let preconditions = options.as_object_mut().map(|o| {
@@ -737,7 +737,7 @@ fn translation(bound: &BoundResource, tokens: &Arc<ContinueTokens>, scope: Strin
     Translation {
         key,
         item: Box::new(move |bytes| {
-            let mut object: Value = serde_json::from_slice(bytes).ok()?;
+            let mut object: Value = crate::deep::from_slice(bytes).ok()?;
             match object_up(&bound, &mut object, true) {
                 Visibility::Visible => serde_json::to_vec(&object).ok(),
                 Visibility::Hidden => None,

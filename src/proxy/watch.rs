@@ -45,7 +45,7 @@ pub fn cut_to_metadata(event: &mut serde_json::Value, meta: MetaVersion) {
         .map(serde_json::Value::take)
         .unwrap_or(serde_json::Value::Null);
     let metadata = object_meta::in_struct_order(&metadata.to_string())
-        .and_then(|ordered| serde_json::from_str(&ordered).ok())
+        .and_then(|ordered| crate::deep::from_str(&ordered).ok())
         .unwrap_or(metadata);
     *object = serde_json::json!({
         "kind": "PartialObjectMetadata",
@@ -105,7 +105,7 @@ pub fn event_of(line: &[u8]) -> Option<serde_json::Value> {
     if trimmed.is_empty() {
         return None;
     }
-    serde_json::from_slice(trimmed).ok()
+    crate::deep::from_slice(trimmed).ok()
 }
 
 /// The body of a stream whose frames come from `rx`, ending when its

@@ -144,7 +144,7 @@ impl Columns {
                 (read.kept, Some(read.metadata))
             }
             (IncludeObject::Metadata, None) => {
-                let meta: Option<&RawValue> = serde_json::from_str::<ItemMeta>(item)
+                let meta: Option<&RawValue> = crate::deep::from_str::<ItemMeta>(item)
                     .map_err(|_| Unsupported)?
                     .metadata;
                 let ordered = match meta {
@@ -279,7 +279,7 @@ pub fn table(
     include: IncludeObject,
     now: SystemTime,
 ) -> Result<Vec<u8>, Unsupported> {
-    let list: RawList = serde_json::from_slice(list).map_err(|_| Unsupported)?;
+    let list: RawList = crate::deep::from_slice(list).map_err(|_| Unsupported)?;
     let rows = list
         .items
         .unwrap_or_default()

@@ -47,10 +47,7 @@ impl Keep {
 
     /// `json`, with only the kept parts; an error when it is not JSON.
     pub fn decode(&self, json: &str) -> Result<Value, serde_json::Error> {
-        let mut deserializer = serde_json::Deserializer::from_str(json);
-        let value = self.deserialize(&mut deserializer)?;
-        deserializer.end()?;
-        Ok(value)
+        crate::deep::read_str(json, |deserializer| self.deserialize(deserializer))
     }
 }
 

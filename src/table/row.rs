@@ -8,7 +8,6 @@
 use super::jsonpath::Unsupported;
 use super::pruned::Keep;
 use crate::wire::object_meta::ObjectMeta;
-use serde::Deserializer as _;
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -54,11 +53,10 @@ impl MetadataRows {
 
     /// `item` (an object's JSON) read for its row.
     pub fn read(&self, item: &str) -> Result<Read, Unsupported> {
-        let mut deserializer = serde_json::Deserializer::from_str(item);
-        let read = deserializer
-            .deserialize_map(ItemVisitor(self))
-            .and_then(|read| deserializer.end().map(|()| read))
-            .map_err(|_| Unsupported)?;
+        let read = crate::deep::read_str(item, |deserializer| {
+            serde::Deserializer::deserialize_map(deserializer, ItemVisitor(self))
+        })
+        .map_err(|_| Unsupported)?;
         read.map_err(|()| Unsupported)
     }
 }

@@ -86,7 +86,7 @@ impl Consumers {
 /// that an object read from the workspace can be written back as it is;
 /// `None` when there is nothing to remove.
 pub fn without_consumer_annotation(body: &[u8]) -> Option<Vec<u8>> {
-    let mut value: Value = serde_json::from_slice(body).ok()?;
+    let mut value: Value = crate::deep::from_slice(body).ok()?;
     let annotations = value
         .get_mut("metadata")?
         .get_mut("annotations")?

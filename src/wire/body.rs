@@ -399,13 +399,25 @@ fn yaml_object(
 
 /// A YAML document as JSON; the first document of a stream, as
 /// `sigs.k8s.io/yaml` takes it, and null for an empty one.
+///
+/// serde_yaml reads 128 levels, yaml.v2 10,000 (its `max_flow_level` and
+/// `max_indents`): past serde_yaml's limit, a document that is JSON (as
+/// kubectl's and client-go's apply configurations are) is read as the JSON
+/// it is, as deep as Go reads JSON.
 fn yaml(body: &[u8]) -> Result<Value, String> {
     let first = serde_yaml::Deserializer::from_slice(body).next();
     let Some(document) = first else {
         return Ok(Value::Null);
     };
-    let value: serde_yaml::Value =
-        serde::Deserialize::deserialize(document).map_err(|e| format!("yaml: {e}"))?;
+    let value: serde_yaml::Value = match serde::Deserialize::deserialize(document) {
+        Ok(value) => value,
+        Err(error) if error.to_string().starts_with("recursion limit exceeded") => {
+            return json::decode(body)
+                .map(|decoded| decoded.value)
+                .map_err(|_| format!("yaml: {error}"));
+        }
+        Err(error) => return Err(format!("yaml: {error}")),
+    };
     serde_json::to_value(value).map_err(|e| format!("yaml: {e}"))
 }
 

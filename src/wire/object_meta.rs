@@ -151,7 +151,7 @@ impl<'a> ObjectMeta<'a> {
 /// An object's `metadata` JSON as the `ObjectMeta` struct writes it;
 /// `None` when it is not an object of that shape.
 pub fn in_struct_order(metadata: &str) -> Option<String> {
-    let meta: ObjectMeta = serde_json::from_str(metadata).ok()?;
+    let meta: ObjectMeta = crate::deep::from_str(metadata).ok()?;
     meta.to_json()
 }
 

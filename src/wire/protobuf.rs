@@ -689,7 +689,7 @@ fn object_meta_json(meta: ObjectMeta) -> Value {
                 }
                 put_str(&mut out, "fieldsType", entry.fields_type);
                 if let Some(raw) = entry.fields_v1.and_then(|f| f.raw) {
-                    let fields = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+                    let fields = crate::deep::from_slice(&raw).unwrap_or(Value::Null);
                     out.insert("fieldsV1".into(), fields);
                 }
                 put_str(&mut out, "subresource", entry.subresource);

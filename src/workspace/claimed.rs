@@ -256,7 +256,7 @@ impl Read<'_> {
             return Err(error.clone());
         }
         let (content_type, body) = encode::encode(&answer.value, api.output.media, api.pretty)
-            .ok_or_else(|| crate::forward::answer::unreadable("the app cluster"))?;
+            .map_err(|e| e.to_error(|| crate::forward::answer::unreadable("the app cluster")))?;
         Ok(encode::full(answer.status, content_type, body))
     }
 }

@@ -399,7 +399,7 @@ impl Write<'_> {
             return None;
         }
         Some(
-            match serde_json::from_slice(&answer.body)
+            match crate::deep::from_slice(&answer.body)
                 .ok()
                 .and_then(|value| status_up(self.view, &value))
             {
@@ -423,7 +423,7 @@ impl Write<'_> {
         }
         let (content_type, bytes) =
             encode::encode(&read.value, self.api.output.media, self.api.pretty)
-                .ok_or_else(|| unreadable(APP_CLUSTER))?;
+                .map_err(|e| e.to_error(|| unreadable(APP_CLUSTER)))?;
         let mut response = encode::full(read.status, content_type, bytes);
         let warnings: Vec<String> = self
             .api

@@ -240,7 +240,7 @@ fn still_watch(
 /// `value` in the negotiated representation.
 fn respond(value: &Value, api: &ApiRequest) -> Result<Response<BoxBody>, ApiError> {
     let (content_type, body) = encode::encode(value, api.output.media, api.pretty)
-        .ok_or_else(|| ApiError::internal("the answer could not be encoded"))?;
+        .map_err(|e| e.to_error(|| ApiError::internal("the answer could not be encoded")))?;
     Ok(encode::full(200, content_type, body))
 }
 
@@ -387,7 +387,7 @@ async fn bindings(
                 &name,
             )),
             code @ (400 | 410 | 422) => {
-                let value: Value = serde_json::from_slice(&bytes)
+                let value: Value = crate::deep::from_slice(&bytes)
                     .map_err(|_| crate::forward::answer::unreadable("the provider"))?;
                 let status = status_up(view.as_ref(), &value)
                     .ok_or_else(|| crate::forward::answer::unreadable("the provider"))?;

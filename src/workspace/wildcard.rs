@@ -347,7 +347,7 @@ impl Following {
             }
         };
         let body = response.into_body().collect().await.ok()?.to_bytes();
-        let mut list: Value = serde_json::from_slice(&body).ok()?;
+        let mut list: Value = crate::deep::from_slice(&body).ok()?;
         match list.get_mut("items")? {
             Value::Array(items) => Some(std::mem::take(items)),
             Value::Null => Some(Vec::new()),
@@ -572,7 +572,7 @@ pub async fn serve(
         return Err(error.clone());
     }
     let (content_type, body) = encode::encode(&answer.value, api.output.media, api.pretty)
-        .ok_or_else(|| crate::forward::answer::unreadable("the provider"))?;
+        .map_err(|e| e.to_error(|| crate::forward::answer::unreadable("the provider")))?;
     let mut response = encode::full(answer.status, content_type, body);
     *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
     Ok(response)

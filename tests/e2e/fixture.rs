@@ -233,6 +233,19 @@ impl Cluster {
         ])
     }
 
+    /// Applies the CustomResourceDefinition `crd` and waits until it is
+    /// established.
+    pub fn install_crd(&self, crd: &serde_json::Value) {
+        self.kubectl_with_stdin(&["apply", "-f", "-"], Some(&crd.to_string()));
+        let name = crd["metadata"]["name"].as_str().expect("a CRD has a name");
+        self.kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            &format!("crd/{name}"),
+        ]);
+    }
+
     pub fn kubectl(&self, args: &[&str]) -> String {
         self.kubectl_with_stdin(args, None)
     }

@@ -28,14 +28,7 @@ fn install_crd() {
                     "schema": {"openAPIV3Schema": {"type": "object",
                         "x-kubernetes-preserve-unknown-fields": true}}}]}
         });
-        let provider = &clusters().provider;
-        provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&crd.to_string()));
-        provider.kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            &format!("crd/{CRD}"),
-        ]);
+        clusters().provider.install_crd(&crd);
     });
 }
 

@@ -17,6 +17,7 @@ mod cache_stall;
 mod chart;
 mod claims;
 mod connections;
+mod containment;
 mod controllers;
 mod deletion;
 mod export_status;

@@ -113,21 +113,39 @@ impl ApiRequest {
         let mut body = None;
         let mut patch_error = None;
         let mut warnings = Vec::new();
+        // The scale subresource's body is a Scale, a built-in kind: its
+        // decoder defaults its kind from the URL and checks its version
+        // itself (the upstream's, on what bindery sends).
+        let scale = incoming.resource.subresource.as_deref() == Some("scale");
+        let (expected, body_rules) = if scale {
+            let scale = body::Expected {
+                group: "autoscaling",
+                version: "v1",
+                kind: "Scale",
+            };
+            (scale, Rules::BuiltIn)
+        } else {
+            let own = body::Expected {
+                group: &incoming.resource.group,
+                version: &incoming.resource.version,
+                kind: incoming.kind,
+            };
+            (own, rules)
+        };
         let checks = ObjectChecks {
             resource: incoming.resource,
-            kind: incoming.kind,
-            rules,
-        };
-        let expected = body::Expected {
-            group: &incoming.resource.group,
-            version: &incoming.resource.version,
-            kind: incoming.kind,
+            kind: expected.kind,
+            rules: body_rules,
         };
         let object = |media, validation| match (media, rules) {
             (ObjectMedia::Protobuf, Rules::BuiltIn) => {
                 Ok((Body::Protobuf(incoming.body.to_vec()), Vec::new()))
             }
-            _ => body::object(media, incoming.body, expected, validation, rules)
+            (ObjectMedia::Protobuf, _) => {
+                body::object(media, incoming.body, expected, validation, rules)
+                    .map(|decoded| (Body::Object(decoded.value), decoded.warnings))
+            }
+            _ => body::object(media, incoming.body, expected, validation, body_rules)
                 .map(|decoded| (Body::Object(decoded.value), decoded.warnings)),
         };
         let (options, output) = match verb {
@@ -303,6 +321,13 @@ impl ObjectChecks<'_> {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let url = self.resource.name.as_deref().unwrap_or_default();
+        // kube-apiserver's `checkName`: a name the namer cannot find, then
+        // one that is not the URL's.
+        if name.is_empty() {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({url} based on URL) was undeterminable: name must be provided"
+            )));
+        }
         if name != url {
             return Err(ApiError::bad_request(format!(
                 "the name of the object ({name}) does not match the name on the URL ({url})"

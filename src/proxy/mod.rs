@@ -27,6 +27,7 @@ use crate::translate::objects::{Refusal, object_up};
 use crate::translate::request::{
     ProviderRequest, RequestError, provider_path, request_down, token_scope, update_down,
 };
+use crate::translate::scale;
 use crate::upstream::{BoxBody, CacheAsked, IdentityScope, Translation, Upstream};
 use crate::wire::accept::{Media, Target};
 use crate::wire::body::PatchType;
@@ -34,6 +35,7 @@ use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
 use http::{HeaderValue, Method, Response, StatusCode};
 use http_body_util::BodyExt;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceSubresourceScale;
 use namespaces::NamespaceProvisioner;
 use serde_json::Value;
 use std::sync::Arc;
@@ -309,6 +311,19 @@ impl Exchange<'_> {
             Ok(_) => Err(self.unreadable()),
             Err(refused) => Err(refused.to_error(PROVIDER, || self.not_found()).into()),
         }
+    }
+
+    /// The scale subresource's paths in the requested version's schema.
+    fn scale_paths(&self) -> Option<CustomResourceSubresourceScale> {
+        self.served
+            .spec
+            .versions
+            .iter()
+            .find(|version| version.name == self.resource.version)?
+            .subresources
+            .as_ref()?
+            .scale
+            .clone()
     }
 
     fn unreadable(&self) -> Failure {
@@ -640,16 +655,27 @@ impl Exchange<'_> {
             let Some(object) = current.take() else {
                 return Err(self.not_found().into());
             };
-            let base = if scale {
-                let (status, body) = self.get(&target, Some("scale")).await?;
-                if !status.is_success() {
-                    return self.answer(status.as_u16(), &body, Vec::new());
-                }
-                crate::deep::from_slice(&body).map_err(|_| self.unreadable())?
-            } else {
-                object
+            // A Scale is patched as kube-apiserver patches it: made from
+            // the object (its GET of the Scale fails where the object has
+            // no replicas yet, its patch does not).
+            let scale_paths = scale.then(|| self.scale_paths()).flatten();
+            let base = match &scale_paths {
+                Some(paths) => match scale::scale_to_patch(&object, paths) {
+                    Ok(made) => made,
+                    Err(scale::Unscalable::NotAnInteger) => {
+                        let (status, body) = self.get(&target, Some("scale")).await?;
+                        if !status.is_success() {
+                            return self.answer(status.as_u16(), &body, Vec::new());
+                        }
+                        crate::deep::from_slice(&body).map_err(|_| self.unreadable())?
+                    }
+                },
+                None => object,
             };
             let mut result = patch::patched(bound, patch_type, patch, &base, !scale)?;
+            if let Some(paths) = &scale_paths {
+                scale::check_patched(&result, paths)?;
+            }
             let pinned = result.pointer("/metadata/resourceVersion")
                 == base.pointer("/metadata/resourceVersion");
             let body = update_down(bound, self.resource, &mut result)

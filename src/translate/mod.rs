@@ -20,6 +20,7 @@ pub mod objects;
 pub mod owners;
 pub mod request;
 pub mod response;
+pub mod scale;
 pub mod workspace;
 
 pub use binding::{BoundResource, Isolation};

@@ -102,6 +102,17 @@ impl ApiError {
         .with_details(details(None, group, resource))
     }
 
+    /// go-restful's `405` for a method a built-in kind's route does not
+    /// have, as kube-apiserver writes it.
+    pub fn route_method_not_allowed() -> Self {
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        )
+        .with_details(json!({}))
+    }
+
     /// `409 Conflict` for a write to an object that changed since it was
     /// read, as kube-apiserver's `NewConflict` words its optimistic lock.
     pub fn conflict(group: &str, resource: &str, name: &str) -> Self {

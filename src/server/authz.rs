@@ -77,6 +77,39 @@ pub fn question<B>(request: &Request<B>, target: Option<&Target>) -> Option<Ques
     }
 }
 
+/// A resource path asked with a method that names no verb (OPTIONS,
+/// PROPFIND, TRACE…): the 405 kube-apiserver's handler gives, made from the
+/// path alone and before anything looks the resource up or asks who may
+/// use it, so that the answer is the same whether the resource, export or
+/// consumer exists or not. A custom resource's words name the path's
+/// resource; a built-in kind's (the core group, claimed ConfigMaps and
+/// Secrets) are go-restful's.
+pub fn method_without_verb<B>(request: &Request<B>) -> Option<ApiError> {
+    let path = match request.extensions().get::<Endpoint>()? {
+        Endpoint::Consumer { path, .. }
+        | Endpoint::Aggregated { path }
+        | Endpoint::Workspace { path, .. } => path,
+        _ => return None,
+    };
+    let legacy;
+    let resource = match path {
+        ApiPath::Resource(resource) => resource,
+        ApiPath::Legacy(segments) => {
+            legacy = crate::route::parse_legacy_resource(segments)?;
+            &legacy
+        }
+        _ => return None,
+    };
+    if Verb::of_query(request.method(), resource, request.uri().query()).is_some() {
+        return None;
+    }
+    Some(if resource.group.is_empty() {
+        ApiError::route_method_not_allowed()
+    } else {
+        ApiError::method_not_allowed("", &resource.group, &resource.resource)
+    })
+}
+
 fn provider_user<B>(request: &Request<B>) -> RequestUser {
     request
         .extensions()
@@ -108,12 +141,20 @@ pub async fn authorize<B>(app: &App, request: &mut Request<B>) -> Result<(), Api
             if request.extensions().get::<ProviderUser>().is_none() {
                 return Err(ApiError::unauthorized());
             }
+            if let Some(refused) = method_without_verb(request) {
+                return Err(refused);
+            }
             Some(
                 app.catalog
                     .read(|catalog| Target::resolve(catalog, export, consumer.as_ref())),
             )
         }
-        _ => None,
+        _ => {
+            if let Some(refused) = method_without_verb(request) {
+                return Err(refused);
+            }
+            None
+        }
     };
     if let Some(Question {
         authority,
@@ -186,6 +227,40 @@ mod tests {
             request.extensions_mut().insert(User::new(alice, &c1, via));
         }
         request
+    }
+
+    #[test]
+    fn a_method_without_a_verb_is_405_from_the_path_alone() {
+        let refused = |method: &str, path: &str| {
+            let method = http::Method::from_bytes(method.as_bytes()).unwrap();
+            method_without_verb(&request_as(method, path, None))
+        };
+        let custom = ApiError::method_not_allowed("", "g", "things");
+        for method in ["OPTIONS", "PROPFIND", "TRACE", "CONNECT", "FOO"] {
+            for path in [
+                "/clusters/c1/apis/g/v1/namespaces/team/things",
+                "/clusters/no-such-consumer/apis/g/v1/things/x/junk",
+                "/apis/g/v1/namespaces/team/things/x",
+                "/services/export/made-up/clusters/*/apis/g/v1/things",
+                "/services/export/e/clusters/c1/apis/g/v1/namespaces/n/things",
+            ] {
+                assert_eq!(
+                    refused(method, path),
+                    Some(custom.clone()),
+                    "{method} {path}"
+                );
+            }
+            assert_eq!(
+                refused(method, "/services/export/e/clusters/*/api/v1/configmaps"),
+                Some(ApiError::route_method_not_allowed())
+            );
+            // Discovery answers any method, as kube-apiserver's does.
+            assert_eq!(refused(method, "/clusters/c1/apis/g/v1"), None);
+            assert_eq!(refused(method, "/healthz"), None);
+        }
+        for method in ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"] {
+            assert_eq!(refused(method, "/apis/g/v1/namespaces/team/things"), None);
+        }
     }
 
     #[test]

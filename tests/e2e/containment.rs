@@ -545,3 +545,106 @@ async fn objects_as_deep_as_kube_apiserver_stores_are_read_back_in_every_form_an
     }
     assert!(!server.exited(), "bindery went away");
 }
+
+/// `method` of `url` with `token` (or the consumer's certificate): status
+/// and body.
+fn curl_as(method: &str, url: &str, credentials: &[&str]) -> (u16, String) {
+    let output = std::process::Command::new("curl")
+        .args([
+            "-s",
+            "--max-time",
+            "30",
+            "-w",
+            "\n%{http_code}",
+            "-X",
+            method,
+        ])
+        .arg("--cacert")
+        .arg(bindery().pki.join("bindery/serving-ca.crt"))
+        .args(credentials)
+        .arg(url)
+        .output()
+        .expect("curl runs");
+    let text = String::from_utf8_lossy(&output.stdout).to_string();
+    let (body, code) = text.rsplit_once('\n').unwrap_or_default();
+    (code.parse().unwrap_or(0), body.to_string())
+}
+
+#[tokio::test]
+async fn methods_without_a_verb_are_405_before_anything_is_looked_up() {
+    install_crd();
+    let consumer = bindery().consumer("contain-methods", CRD, EXPORT);
+    // A provider principal with no rights on any export's content.
+    let provider = &clusters().provider;
+    let _ = provider.kubectl_output(&["create", "namespace", "contain-nobody"], None);
+    let _ = provider.kubectl_output(
+        &["-n", "contain-nobody", "create", "serviceaccount", "nobody"],
+        None,
+    );
+    let token = provider
+        .kubectl(&["-n", "contain-nobody", "create", "token", "nobody"])
+        .trim()
+        .to_string();
+    let bearer = format!("Authorization: Bearer {token}");
+    let url = &bindery().url;
+    let cert = consumer.cert.to_string_lossy().to_string();
+    let key = consumer.key.to_string_lossy().to_string();
+    let as_consumer = ["--cert", cert.as_str(), "--key", key.as_str()];
+    let as_nobody = ["-H", bearer.as_str()];
+    for method in ["OPTIONS", "PROPFIND", "TRACE", "FOO"] {
+        // The workspace: an export that exists and one that does not, a
+        // consumer that binds it and one that does not.
+        let workspace: Vec<(u16, String)> = [
+            format!("/services/export/{EXPORT}/clusters/*/apis/{GROUP}/v1/depths"),
+            format!("/services/export/made-up/clusters/*/apis/{GROUP}/v1/depths"),
+            format!(
+                "/services/export/{EXPORT}/clusters/{}/apis/{GROUP}/v1/namespaces/a/depths",
+                consumer.id
+            ),
+            format!(
+                "/services/export/{EXPORT}/clusters/nobody/apis/{GROUP}/v1/namespaces/a/depths"
+            ),
+        ]
+        .iter()
+        .map(|path| curl_as(method, &format!("{url}{path}"), &as_nobody))
+        .collect();
+        for answer in &workspace {
+            assert_eq!(answer.0, 405, "{method} on the workspace: {}", answer.1);
+            assert_eq!(
+                answer, &workspace[0],
+                "{method}: every workspace path answers alike"
+            );
+        }
+        assert!(
+            workspace[0].1.contains(
+                r#"" is not supported on resources of kind \"depths.containment.bindery.dev\"""#
+            ),
+            "{}",
+            workspace[0].1
+        );
+        // A consumer: a resource it binds and one it does not.
+        let consumer_answers: Vec<(u16, String)> = [
+            format!(
+                "/clusters/{}/apis/{GROUP}/v1/namespaces/a/depths",
+                consumer.id
+            ),
+            format!(
+                "/clusters/{}/apis/{GROUP}/v1/namespaces/a/depths/x/junk",
+                consumer.id
+            ),
+        ]
+        .iter()
+        .map(|path| curl_as(method, &format!("{url}{path}"), &as_consumer))
+        .collect();
+        assert_eq!(
+            consumer_answers[0].0, 405,
+            "{method}: {}",
+            consumer_answers[0].1
+        );
+        assert_eq!(consumer_answers[0], consumer_answers[1], "{method}");
+        assert_eq!(
+            consumer_answers[0], workspace[0],
+            "{method}: the same words everywhere"
+        );
+    }
+}

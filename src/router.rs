@@ -7,7 +7,7 @@ use crate::app::App;
 use crate::auth::{ProviderUser, SharedFrontProxy, User};
 use crate::bind::routes::BindRoute;
 use crate::proxy::{error, full};
-use crate::route::{ApiPath, Endpoint, parse};
+use crate::route::{ApiPath, Endpoint, ResourceRequest, parse};
 use crate::status::ApiError;
 use crate::upstream::BoxBody;
 use crate::workspace::target::Target;
@@ -87,7 +87,10 @@ where
                 return error(&ApiError::unauthorized());
             };
             let limit = crate::request_body::MAX_BODY_BYTES;
-            let resource = matches!(path, ApiPath::Resource(_));
+            let serves = match &path {
+                ApiPath::Resource(request) => workspace_serves(&app, &target, request),
+                _ => false,
+            };
             let response = match read(body, limit).await {
                 Ok(body) => {
                     let at = crate::workspace::At::of(consumer, root);
@@ -95,9 +98,9 @@ where
                 }
                 Err(refused) => error(&refused),
             };
-            // The workspace answers 404 for a resource its export does not
-            // serve: any other answer is for one it serves.
-            let served = resource && response.status() != http::StatusCode::NOT_FOUND;
+            // A resource (and version) the export serves, and an answer
+            // that is not its 404.
+            let served = serves && response.status() != http::StatusCode::NOT_FOUND;
             return if served {
                 mark_served(response)
             } else {
@@ -130,7 +133,9 @@ where
         ApiPath::Version => json(&app.version),
         ApiPath::Health => health(&app, "/healthz", None).await,
         ApiPath::Resource(request) => {
-            let served = view.find(&request.group, &request.resource).is_some();
+            let served = view
+                .find(&request.group, &request.resource)
+                .is_some_and(|resource| resource.serves(&request.version));
             let response = app.proxy.serve(&view, request, parts, body).await;
             if served {
                 mark_served(response)
@@ -194,6 +199,25 @@ fn metrics(headers: &http::HeaderMap) -> Response<BoxBody> {
         .and_then(|v| v.to_str().ok());
     let (media_type, text) = crate::metrics::render(accept);
     full(200, media_type, text)
+}
+
+/// Whether the workspace of `target` serves `request`'s group, version and
+/// resource: kcp's dialect, or a resource some consumer it is for has bound
+/// at that version.
+fn workspace_serves(app: &App, target: &Target, request: &ResourceRequest) -> bool {
+    use crate::translate::kcp;
+    if request.group == kcp::GROUP {
+        return request.version == kcp::VERSION
+            && [kcp::BINDINGS, kcp::SLICES].contains(&request.resource.as_str());
+    }
+    app.catalog.read(|catalog| {
+        target.consumers.iter().any(|consumer| {
+            catalog
+                .resource_view(consumer, &request.group, &request.resource)
+                .find(&request.group, &request.resource)
+                .is_some_and(|resource| resource.serves(&request.version))
+        })
+    })
 }
 
 /// `response`, marked as the answer of a served resource: its metrics may

@@ -186,7 +186,7 @@ impl RequestKind {
                 labels.group = request.group.clone();
                 labels.version = request.version.clone();
                 labels.resource = request.resource.clone();
-                labels.subresource = request.subresource.clone().unwrap_or_default();
+                labels.subresource = subresource_label(request.subresource.as_deref()).into();
                 this.long_running = verb == Some(Verb::Watch);
                 this.read = matches!(verb, Some(Verb::Get | Verb::List));
             }
@@ -243,6 +243,19 @@ impl RequestKind {
             resource = format!("{resource}.{}", l.group);
         }
         resource
+    }
+}
+
+/// The `subresource` label of a resource request: the subresources a
+/// custom resource has (kube-apiserver counts no other: its handler answers
+/// 404 before it measures), anything else one fixed value, so that a caller
+/// cannot mint series with made-up names.
+fn subresource_label(subresource: Option<&str>) -> &'static str {
+    match subresource {
+        None => "",
+        Some("status") => "status",
+        Some("scale") => "scale",
+        Some(_) => "other",
     }
 }
 
@@ -320,6 +333,31 @@ fn non_resource_path(path: &ApiPath) -> &'static str {
 mod tests {
     use super::*;
     use crate::route::parse;
+
+    #[test]
+    fn made_up_subresources_and_methods_share_one_set_of_labels() {
+        let labels: std::collections::HashSet<RequestLabels> = (0..10_000)
+            .flat_map(|i| {
+                let path = format!("/apis/g/v1/namespaces/a/things/x/made-up-{i}");
+                let method = http::Method::from_bytes(format!("M{i}").as_bytes()).unwrap();
+                [
+                    RequestKind::of(&parse(&path), &http::Method::GET, None, None).labels(true),
+                    RequestKind::of(&parse("/apis/g/v1/things"), &method, None, None).labels(true),
+                ]
+            })
+            .collect();
+        assert_eq!(labels.len(), 2, "{labels:#?}");
+        assert!(
+            labels
+                .iter()
+                .any(|l| l.subresource == "other" && l.verb == "GET")
+        );
+        assert!(
+            labels
+                .iter()
+                .any(|l| l.subresource.is_empty() && l.verb == "other")
+        );
+    }
 
     fn kind(method: &str, uri: &str, content_type: Option<&str>) -> RequestKind {
         let uri: http::Uri = uri.parse().unwrap();

@@ -648,3 +648,77 @@ async fn methods_without_a_verb_are_405_before_anything_is_looked_up() {
         );
     }
 }
+
+/// The series the bindery at `url` exposes (a histogram's once), each as
+/// its family and labels.
+fn series_of(url: &str) -> std::collections::BTreeSet<String> {
+    let families = crate::operations::scrape(url);
+    let mut series = std::collections::BTreeSet::new();
+    for (name, family) in families.as_object().expect("families") {
+        for sample in family["samples"].as_array().into_iter().flatten() {
+            series.insert(format!("{name}{}", sample["labels"]));
+        }
+    }
+    series
+}
+
+/// `rounds` requests of made-up names, `salt` making each round's its own:
+/// subresources of a bound object, versions and resources of the bound
+/// group, and methods no resource has.
+async fn made_up_requests(client: &kube::Client, salt: &str, rounds: usize) {
+    let base = format!("/apis/{GROUP}/v1/namespaces/deep/depths");
+    for i in 0..rounds {
+        let (method, path) = match i % 4 {
+            0 => ("GET", format!("{base}/flat/sub-{salt}-{i}")),
+            1 => (
+                "GET",
+                format!("/apis/{GROUP}/v{salt}{i}/namespaces/deep/depths"),
+            ),
+            2 => (
+                "GET",
+                format!("/apis/{GROUP}/v1/namespaces/deep/things-{salt}-{i}"),
+            ),
+            _ => ("X-M", format!("{base}/flat")),
+        };
+        let method = if method == "X-M" {
+            format!("M{salt}{i}").to_uppercase()
+        } else {
+            method.to_string()
+        };
+        let request = http::Request::builder()
+            .method(method.as_str())
+            .uri(path)
+            .body(kube::client::Body::empty())
+            .expect("a request");
+        let response = client.send(request).await.expect("bindery answers");
+        assert!(
+            response.status().is_client_error(),
+            "{method}: {}",
+            response.status()
+        );
+    }
+}
+
+#[tokio::test]
+async fn made_up_names_never_grow_the_metrics() {
+    let mut server = serving_only(&clusters().provider.kubeconfig, &[]);
+    let (_consumer, door) = consumer_door("contain-metrics", &server, "deep").await;
+    let created = door.send("POST", "", &[JSON], object("flat", 3, "")).await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    // Every kind of answer once, so that the fixed values exist.
+    made_up_requests(&door.client, "warm", 8).await;
+    // A list (the watch cache's series), and a scrape (its own).
+    let listed = door.send("GET", "", &[], Vec::new()).await;
+    assert_eq!(listed.status, 200, "{}", listed.text());
+    series_of(&server.url);
+    let before = series_of(&server.url);
+    made_up_requests(&door.client, "a", 5_000).await;
+    made_up_requests(&door.client, "b", 5_000).await;
+    let after = series_of(&server.url);
+    let added: Vec<&String> = after.difference(&before).collect();
+    assert!(
+        added.is_empty(),
+        "10,000 made-up names added series: {added:#?}"
+    );
+    assert!(!server.exited(), "bindery went away");
+}

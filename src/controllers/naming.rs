@@ -1,6 +1,7 @@
 //! Names the provider-side controllers give to what they make, as kube-bind
 //! names them, so kube-bind data and tooling keep finding them. Pure.
 
+use crate::translate::namespaces::base36;
 use sha2::{Digest, Sha224};
 
 /// The consumer's cluster namespace: `prefix` + base36 of the first 8 bytes
@@ -11,21 +12,6 @@ pub fn cluster_namespace(prefix: &str, identity: &str) -> String {
     let mut first = [0u8; 8];
     first.copy_from_slice(&digest[..8]);
     format!("{prefix}{}", base36(u64::from_be_bytes(first)))
-}
-
-/// `value` in lower-case base 36, most significant digit first.
-fn base36(mut value: u64) -> String {
-    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
-    if value == 0 {
-        return "0".into();
-    }
-    let mut out = Vec::new();
-    while value > 0 {
-        out.push(DIGITS[(value % 36) as usize]);
-        value /= 36;
-    }
-    out.reverse();
-    String::from_utf8(out).expect("base36 digits are ASCII")
 }
 
 /// The Secret holding an export's identity: 32 random bytes.

@@ -165,7 +165,16 @@ impl Exchange<'_> {
         )
     }
 
-    async fn run(self) -> Result<Response<BoxBody>, Failure> {
+    async fn run(mut self) -> Result<Response<BoxBody>, Failure> {
+        let unprovisioned = self.unprovisioned()?;
+        if let Some(namespace) = &unprovisioned {
+            // Its answer names the provider namespace it is about to have.
+            let provider_ns = self.bound().namespaces.to_provider(namespace);
+            self.view
+                .bound
+                .namespaces
+                .insert(namespace.clone(), provider_ns);
+        }
         let bound = self.bound();
         let scale = self.resource.subresource.as_deref() == Some("scale");
         // The object behind a named write, or a Scale, must be the
@@ -196,13 +205,14 @@ impl Exchange<'_> {
         if let (Verb::Delete, Some(current)) = (self.request.verb, &current) {
             pin_delete(&mut provider, current);
         }
-        if let Some(namespace) = &self.resource.namespace
-            && creates(&self.request)
+        if let Some(answer) = self
+            .admit(&provider, current.as_ref(), unprovisioned.as_deref())
+            .await?
         {
-            self.proxy.namespaces.ensure(bound, namespace).await?;
-        }
-        if let Some(answer) = self.admit(&provider, current.as_ref()).await? {
             return Ok(answer);
+        }
+        if let Some(namespace) = &unprovisioned {
+            self.proxy.namespaces.ensure(bound, namespace).await?;
         }
         match self.request.verb {
             Verb::Watch => self.watch(provider).await,
@@ -210,17 +220,33 @@ impl Exchange<'_> {
         }
     }
 
-    /// Quota admission for a create in a namespace that a ResourceQuota of
-    /// the app cluster constrains. The create is first sent as a dry run,
-    /// so that what kube-apiserver checks before its quota admission
-    /// (validation, the provider's own admission, a name in use) refuses
-    /// first and an invalid create is never charged; then the quota is
-    /// charged, and the create goes on as it came. A dry run's answer is
-    /// the answer to a dry run.
+    /// The consumer namespace a create goes to that has no provider
+    /// namespace yet, if any; kube-apiserver's 404 for a namespace no
+    /// namespace can have (`UPPER`, `a.b`, 64 characters), before anything
+    /// reaches the provider.
+    fn unprovisioned(&self) -> Result<Option<String>, ApiError> {
+        let (Some(namespace), true) = (&self.resource.namespace, creates(&self.request)) else {
+            return Ok(None);
+        };
+        if !crate::route::is_dns_label(namespace) {
+            return Err(ApiError::object_not_found("", "namespaces", namespace));
+        }
+        Ok((!self.proxy.namespaces.exists(self.bound(), namespace)).then(|| namespace.clone()))
+    }
+
+    /// Admission for a create: tried first as a dry run when its namespace
+    /// has no provider namespace yet (so that an invalid create, or a dry
+    /// run, makes none), or when a ResourceQuota of the app cluster
+    /// constrains it (so that what kube-apiserver checks before its quota
+    /// admission, validation, the provider's own admission, a name in use,
+    /// refuses first and an invalid create is never charged); then the
+    /// quota is charged, and the create goes on as it came. A dry run's
+    /// answer is the answer to a dry run.
     async fn admit(
         &self,
         provider: &ProviderRequest,
         current: Option<&Value>,
+        unprovisioned: Option<&str>,
     ) -> Result<Option<Response<BoxBody>>, Failure> {
         let bound = self.bound();
         // An apply creates only when there is no object yet.
@@ -233,7 +259,7 @@ impl Exchange<'_> {
         ) else {
             return Ok(None);
         };
-        let Some(pending) = self
+        let pending = self
             .proxy
             .quota
             .pending(
@@ -242,26 +268,71 @@ impl Exchange<'_> {
                 &bound.group,
                 &bound.resource,
             )
-            .await?
-        else {
+            .await?;
+        if pending.is_none() && unprovisioned.is_none() {
             return Ok(None);
-        };
+        }
         let dry_run = match &self.request.options {
             Options::Create(options) | Options::Patch(options) => !options.dry_run.is_empty(),
             _ => false,
         };
-        let mut trial = provider.clone();
-        if !dry_run {
+        let answer = match unprovisioned {
+            Some(namespace) => self.trial_elsewhere(namespace).await?,
+            None => {
+                let mut trial = provider.clone();
+                if !dry_run {
+                    trial.query.push(("dryRun".into(), "All".into()));
+                }
+                self.exchange(trial).await?
+            }
+        };
+        if !answer.status().is_success() {
+            return Ok(Some(answer));
+        }
+        if let Some(pending) = pending {
+            let subject = Subject {
+                group: &bound.group,
+                resource: &bound.resource,
+                name: &self.created_name(),
+            };
+            pending.charge(&subject, dry_run).await?;
+        }
+        Ok(dry_run.then_some(answer))
+    }
+
+    /// The create as a dry run in the consumer's cluster namespace, for a
+    /// consumer namespace that has no provider namespace yet: the
+    /// provider's validation and admission of it, without making the
+    /// namespace first. Its answer is in the consumer's terms, the object in
+    /// the namespace it was asked for.
+    async fn trial_elsewhere(&self, namespace: &str) -> Result<Response<BoxBody>, Failure> {
+        let mut elsewhere = self.bound().clone();
+        let cluster_namespace = elsewhere.namespaces.cluster_namespace().to_string();
+        elsewhere
+            .namespaces
+            .insert(namespace.to_string(), cluster_namespace.clone());
+        let mut trial = request_down(&elsewhere, self.resource, &self.request, &self.proxy.tokens)
+            .map_err(|e| request_error(&elsewhere, e))?;
+        if !trial.query.iter().any(|(key, _)| key == "dryRun") {
             trial.query.push(("dryRun".into(), "All".into()));
         }
-        let answer = self.exchange(trial).await?;
-        let subject = Subject {
-            group: &bound.group,
-            resource: &bound.resource,
-            name: &self.created_name(),
-        };
-        pending.charge(&subject, dry_run).await?;
-        Ok(dry_run.then_some(answer))
+        let response = self.send(self.build(&trial)?).await?;
+        let status = response.status();
+        let warnings = self.warnings(response.headers());
+        let json = is_json(response.headers());
+        let bytes = read(response).await?;
+        if !json {
+            return Err(self.unreadable());
+        }
+        let mut answer: Value = crate::deep::from_slice(&bytes).map_err(|_| self.unreadable())?;
+        if let Some(metadata) = answer.get_mut("metadata").and_then(Value::as_object_mut)
+            && metadata.get("namespace").and_then(Value::as_str) == Some(&cluster_namespace)
+        {
+            let provider_ns = self.bound().namespaces.to_provider(namespace);
+            metadata.insert("namespace".into(), provider_ns.into());
+        }
+        let bytes = serde_json::to_vec(&answer).map_err(|_| self.unreadable())?;
+        self.answer(status.as_u16(), &bytes, warnings)
     }
 
     /// The name a create's refusal gives its object, as kube-apiserver's

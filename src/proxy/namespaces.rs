@@ -50,7 +50,15 @@ impl NamespaceProvisioner {
             consumer_ns,
         )
         .await
-        .map_err(|e| ApiError::internal(format!("making a provider namespace: {e}")))?;
+        .map_err(|error| {
+            // The provider's words name its objects: logged, not answered.
+            tracing::warn!(consumer = %bound.consumer, namespace = consumer_ns, %error,
+                "making a provider namespace failed");
+            ApiError::internal(format!(
+                "the namespace {consumer_ns:?} could not be made ready for {}",
+                bound.qualified_resource()
+            ))
+        })?;
         self.made.insert(provider_ns);
         Ok(())
     }

@@ -2,7 +2,11 @@
 //!
 //! kube-bind's scheme names the provider namespace `<cluster-namespace>-<X>`
 //! for consumer namespace X; an APIServiceNamespace's `status.namespace` is the
-//! record and wins when present.
+//! record and wins when present. Where that name would not fit a namespace's
+//! 63 characters (a consumer namespace of more than about 39), bindery names
+//! it `<cluster-namespace>--<the start of X>-<hash of X>` ([`fitted_name`]),
+//! which no consumer namespace's scheme name can be (a namespace never
+//! starts with `-`), and finds it back only by its record.
 //!
 //! A map is cheap to clone (its records are shared), and carries a
 //! generation that names its records: two maps of one cluster namespace with
@@ -93,8 +97,9 @@ impl NamespaceMap {
         let consumer = provider
             .strip_prefix(&self.cluster_namespace)?
             .strip_prefix('-')?;
-        // A recorded namespace elsewhere owns this consumer name.
-        (!consumer.is_empty() && !self.records.to_provider.contains_key(consumer))
+        // A recorded namespace elsewhere owns this consumer name; a name
+        // that is no namespace's (a fitted name's `-…`) is not one.
+        (crate::route::is_dns_label(consumer) && !self.records.to_provider.contains_key(consumer))
             .then(|| consumer.to_string())
     }
 
@@ -107,8 +112,53 @@ impl NamespaceMap {
     }
 
     fn scheme_name(&self, consumer: &str) -> String {
-        format!("{}-{consumer}", self.cluster_namespace)
+        fitted_name(&self.cluster_namespace, consumer)
     }
+}
+
+/// The longest name a namespace may have.
+const NAMESPACE_LENGTH: usize = 63;
+/// How many base36 digits of the hash a fitted name ends with (51 bits).
+const HASH_DIGITS: usize = 10;
+
+/// The provider namespace bindery names for consumer namespace `consumer`
+/// of `cluster_namespace`: kube-bind's `<cluster-namespace>-<consumer>`
+/// when it fits in a namespace's 63 characters (every name kube-bind could
+/// make), else `<cluster-namespace>--<start>-<hash>`, as much of the
+/// consumer namespace as fits and the base36 of sha224 of all of it.
+pub fn fitted_name(cluster_namespace: &str, consumer: &str) -> String {
+    let scheme = format!("{cluster_namespace}-{consumer}");
+    if scheme.len() <= NAMESPACE_LENGTH {
+        return scheme;
+    }
+    use sha2::{Digest, Sha224};
+    let digest = Sha224::digest(consumer.as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    let hash = base36(u64::from_be_bytes(first));
+    let hash = &hash[hash.len().saturating_sub(HASH_DIGITS)..];
+    let room = NAMESPACE_LENGTH.saturating_sub(cluster_namespace.len() + 3 + hash.len());
+    let start = consumer[..room.min(consumer.len())].trim_end_matches('-');
+    if start.is_empty() {
+        format!("{cluster_namespace}--{hash}")
+    } else {
+        format!("{cluster_namespace}--{start}-{hash}")
+    }
+}
+
+/// `value` in lower-case base 36, most significant digit first.
+pub fn base36(mut value: u64) -> String {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    if value == 0 {
+        return "0".into();
+    }
+    let mut out = Vec::new();
+    while value > 0 {
+        out.push(DIGITS[(value % 36) as usize]);
+        value /= 36;
+    }
+    out.reverse();
+    String::from_utf8(out).expect("base36 digits are ASCII")
 }
 
 #[cfg(test)]
@@ -133,6 +183,61 @@ mod tests {
         assert_eq!(map.to_consumer("elsewhere").as_deref(), Some("team"));
         // The scheme name of a recorded namespace is not this consumer's.
         assert_eq!(map.to_consumer("kube-bind-abc-team"), None);
+    }
+
+    #[test]
+    fn long_consumer_namespaces_get_names_that_fit() {
+        let cluster = "kube-bind-1a2b3c4d5e6f7";
+        let fits = "a".repeat(63 - cluster.len() - 1);
+        let map = NamespaceMap::new(cluster);
+        assert_eq!(
+            map.to_provider(&fits),
+            format!("{cluster}-{fits}"),
+            "kube-bind's name when it fits"
+        );
+        let long = format!("{fits}b");
+        let fitted = map.to_provider(&long);
+        assert!(crate::route::is_dns_label(&fitted), "{fitted}");
+        assert!(fitted.starts_with(&format!("{cluster}--aaaa")), "{fitted}");
+        assert_eq!(
+            map.to_consumer(&fitted),
+            None,
+            "found back only by its record"
+        );
+        let mut recorded = map.clone();
+        recorded.insert(long.clone(), fitted.clone());
+        assert_eq!(recorded.to_consumer(&fitted), Some(long));
+        // The start ends before a dash.
+        let dashed = format!("{}-{}", "x".repeat(38), "y".repeat(24));
+        assert!(
+            !map.to_provider(&dashed).contains("x--"),
+            "{}",
+            map.to_provider(&dashed)
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn every_namespace_gets_a_namespace_name_of_its_own(
+            cluster in "kube-bind-[0-9a-z]{1,13}",
+            a in "[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?",
+            b in "[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?",
+        ) {
+            let map = NamespaceMap::new(cluster.as_str());
+            let (pa, pb) = (map.to_provider(&a), map.to_provider(&b));
+            proptest::prop_assert!(crate::route::is_dns_label(&pa), "{}", pa);
+            proptest::prop_assert_eq!(pa == pb, a == b);
+            // Found back: by the scheme when it is kube-bind's name, else by
+            // its record.
+            let mut recorded = map.clone();
+            recorded.insert(a.clone(), pa.clone());
+            proptest::prop_assert_eq!(recorded.to_consumer(&pa), Some(a.clone()));
+            if pa == format!("{cluster}-{a}") {
+                proptest::prop_assert_eq!(map.to_consumer(&pa), Some(a));
+            } else {
+                proptest::prop_assert_eq!(map.to_consumer(&pa), None);
+            }
+        }
     }
 
     #[test]

@@ -722,3 +722,149 @@ async fn made_up_names_never_grow_the_metrics() {
     );
     assert!(!server.exited(), "bindery went away");
 }
+
+/// The provider namespaces made for `consumer`'s app namespace
+/// `namespace`, and whether its APIServiceNamespace exists.
+fn provisioned(consumer: &Consumer, namespace: &str) -> (Vec<String>, bool) {
+    let provider = &clusters().provider;
+    let listed = provider.kubectl(&[
+        "get",
+        "namespaces",
+        "-l",
+        &format!("bindery.dev/consumer={}", consumer.id),
+        "-o",
+        "json",
+    ]);
+    let listed: serde_json::Value = serde_json::from_str(&listed).expect("a namespace list");
+    let made = listed["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|ns| ns["metadata"]["annotations"]["kube-bind.io/consumer-namespace"] == namespace)
+        .map(|ns| {
+            ns["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    let record = provider
+        .kubectl_output(
+            &[
+                "-n",
+                &consumer.cluster_namespace,
+                "get",
+                "apiservicenamespace",
+                namespace,
+            ],
+            None,
+        )
+        .status
+        .success();
+    (made, record)
+}
+
+/// Consumer `id`'s collection in app namespace `namespace`, through the
+/// shared bindery.
+async fn collection_of(consumer: &Consumer, namespace: &str) -> Door {
+    Door {
+        client: consumer.client().await,
+        collection: format!("/apis/{GROUP}/v1/namespaces/{namespace}/depths"),
+    }
+}
+
+#[tokio::test]
+async fn app_namespaces_are_checked_before_the_provider_sees_them_and_every_valid_one_works() {
+    install_crd();
+    let consumer = bindery().consumer("contain-ns", CRD, EXPORT);
+    let provider = &clusters().provider;
+    // Names no namespace can have: kube-apiserver's 404, word for word,
+    // and nothing made on the provider.
+    let too_long = "n".repeat(64);
+    for namespace in ["UPPER", "a.b", too_long.as_str(), "-dash"] {
+        let ours = collection_of(&consumer, namespace)
+            .await
+            .send("POST", "", &[JSON], object("x", 3, ""))
+            .await;
+        let theirs = Door {
+            client: provider.client().await,
+            collection: format!("/apis/{GROUP}/v1/namespaces/{namespace}/depths"),
+        }
+        .send("POST", "", &[JSON], object("x", 3, ""))
+        .await;
+        assert_eq!(
+            (ours.status, ours.text().trim_end()),
+            (theirs.status, theirs.text().trim_end()),
+            "a create in {namespace:?}"
+        );
+        assert_consumer_terms(&consumer, &ours.body);
+        assert_eq!(
+            provisioned(&consumer, namespace),
+            (vec![], false),
+            "{namespace}"
+        );
+    }
+    // A dry run, and an invalid create, make nothing either.
+    let fresh = collection_of(&consumer, "dry").await;
+    let dry = fresh
+        .send("POST", "?dryRun=All", &[JSON], object("x", 3, ""))
+        .await;
+    assert_eq!(dry.status, 201, "{}", dry.text());
+    let answered: serde_json::Value = serde_json::from_slice(&dry.body).expect("an object");
+    assert_eq!(answered["metadata"]["namespace"], "dry", "{answered}");
+    assert_consumer_terms(&consumer, &dry.body);
+    let invalid = fresh
+        .send(
+            "POST",
+            "",
+            &[JSON],
+            format!(
+                r#"{{"apiVersion":"{GROUP}/v1","kind":"Depth","metadata":{{"name":"Not_Valid"}}}}"#
+            ),
+        )
+        .await;
+    assert_eq!(invalid.status, 422, "{}", invalid.text());
+    assert_consumer_terms(&consumer, &invalid.body);
+    assert_eq!(
+        provisioned(&consumer, "dry"),
+        (vec![], false),
+        "a dry run and an invalid create made a namespace"
+    );
+    // App namespaces of every valid length work: a name of 63 characters.
+    let longest = format!("l{}", "o".repeat(61)) + "ng";
+    let longest = &longest[..63];
+    let door = collection_of(&consumer, longest).await;
+    let created = door.send("POST", "", &[JSON], object("x", 3, "")).await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    assert_consumer_terms(&consumer, &created.body);
+    let (made, recorded) = provisioned(&consumer, longest);
+    assert!(recorded, "its APIServiceNamespace");
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert!(made[0].len() <= 63, "{}", made[0]);
+    for (method, path, status) in [
+        ("GET", "/x", 200),
+        ("GET", "", 200),
+        ("GET", "?watch=1&resourceVersion=0&timeoutSeconds=1", 200),
+        ("DELETE", "/x", 200),
+    ] {
+        let answer = door.send(method, path, &[], Vec::new()).await;
+        assert_eq!(answer.status, status, "{method} {path}: {}", answer.text());
+        if method == "GET" {
+            let text = String::from_utf8_lossy(&answer.body);
+            assert!(text.contains(longest), "{method} {path}: {text}");
+        }
+        assert_consumer_terms(&consumer, &answer.body);
+    }
+}
+
+/// Nothing of the provider in an answer: no provider or cluster namespace.
+fn assert_consumer_terms(consumer: &Consumer, answer: &[u8]) {
+    let text = String::from_utf8_lossy(answer);
+    for leak in [
+        consumer.cluster_namespace.as_str(),
+        "bindery.dev/consumer",
+        "bindery.dev/export",
+    ] {
+        assert!(!text.contains(leak), "shows {leak:?}: {text}");
+    }
+}

@@ -8,6 +8,7 @@ use crate::api::{
     APIServiceExportRequestSpec, APIServiceExportTemplateSpec, BoundSchemaSpec, ExportedResource,
     InformerScope, PermissionClaim, ResourceScope, SchemaUpdatePolicy, keys,
 };
+use crate::route::is_dns_label;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use std::collections::BTreeMap;
 
@@ -340,15 +341,4 @@ fn check_claim(claim: &PermissionClaim, resources: &[PlannedResource]) -> Result
         }
     }
     Ok(())
-}
-
-/// An RFC 1123 label: what namespace and resource names must be.
-fn is_dns_label(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
 }

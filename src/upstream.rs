@@ -74,6 +74,19 @@ pub trait Upstream: Send + Sync {
     ) -> Option<Bytes> {
         None
     }
+
+    /// How many objects of `group`/`resource` carry the identity labels
+    /// `consumer` and `export` (an export label's value), when this
+    /// upstream holds the resource listed; `None` when it cannot tell.
+    fn owned_by(
+        &self,
+        _group: &str,
+        _resource: &str,
+        _consumer: &str,
+        _export: &str,
+    ) -> Option<u64> {
+        None
+    }
 }
 
 /// How a Table's rows are made from objects' consumer forms: rows made

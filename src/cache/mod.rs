@@ -388,6 +388,26 @@ impl Upstream for CachedUpstream {
         let reflected = self.reflected(&asked.collection);
         got::translated(&reflected, &namespace, &name, body, translation)
     }
+
+    fn owned_by(&self, group: &str, resource: &str, consumer: &str, export: &str) -> Option<u64> {
+        // The resource is reflected at one version, whichever it is.
+        let prefix = if group.is_empty() {
+            "/api/".to_string()
+        } else {
+            format!("/apis/{group}/")
+        };
+        let suffix = format!("/{resource}");
+        self.resources.iter().find_map(|entry| {
+            let collection = entry.key();
+            let version = collection.strip_prefix(&prefix)?.strip_suffix(&suffix)?;
+            if version.contains('/') {
+                return None;
+            }
+            entry
+                .value()
+                .read(|store, _| store.owned_by(consumer, export))
+        })
+    }
 }
 
 /// The page of a versioned `list` from the store: now, or as it was at an

@@ -128,6 +128,9 @@ pub enum Applied {
 #[derive(Debug)]
 pub struct Store {
     objects: BTreeMap<String, Arc<Stored>>,
+    /// How many objects carry each (consumer, export) identity label pair:
+    /// what a consumer keeps of a resource, for its export's cap.
+    owned: std::collections::HashMap<(Box<str>, Box<str>), u64>,
     resource_version: u64,
     api_version: String,
     list_kind: String,
@@ -151,6 +154,7 @@ impl Store {
     pub fn from_listed(list: super::provider_read::Listed) -> Option<Self> {
         let mut store = Self {
             objects: BTreeMap::new(),
+            owned: std::collections::HashMap::new(),
             resource_version: list.resource_version,
             api_version: list.api_version,
             list_kind: list.kind,
@@ -205,7 +209,7 @@ impl Store {
                     return (Applied::Ignored, None);
                 };
                 let stored = Arc::new(Stored::of(object));
-                let previous = self.objects.insert(stored.key(), stored.clone());
+                let previous = self.insert(stored.clone());
                 let kind = match previous {
                     Some(_) => ChangeKind::Modified,
                     None => ChangeKind::Added,
@@ -223,7 +227,7 @@ impl Store {
                     return (Applied::Ignored, None);
                 };
                 let (namespace, name) = key_of(object);
-                let previous = self.objects.remove(&object_key(&namespace, &name));
+                let previous = self.remove(&object_key(&namespace, &name));
                 let change = Change {
                     version,
                     kind: ChangeKind::Deleted,
@@ -245,8 +249,53 @@ impl Store {
     }
 
     fn put(&mut self, object: &Value) {
-        let stored = Stored::of(object);
-        self.objects.insert(stored.key(), Arc::new(stored));
+        self.insert(Arc::new(Stored::of(object)));
+    }
+
+    /// Keeps `stored`, counted by its owner; the object it replaces.
+    fn insert(&mut self, stored: Arc<Stored>) -> Option<Arc<Stored>> {
+        self.count(&stored, true);
+        let previous = self.objects.insert(stored.key(), stored);
+        if let Some(previous) = &previous {
+            self.count(previous, false);
+        }
+        previous
+    }
+
+    /// Drops the object at `key`, counted out.
+    fn remove(&mut self, key: &str) -> Option<Arc<Stored>> {
+        let previous = self.objects.remove(key);
+        if let Some(previous) = &previous {
+            self.count(previous, false);
+        }
+        previous
+    }
+
+    fn count(&mut self, stored: &Stored, counted_in: bool) {
+        use crate::translate::identity::{CONSUMER_LABEL, EXPORT_LABEL};
+        let (Some(consumer), Some(export)) = (
+            stored.labels.get(CONSUMER_LABEL),
+            stored.labels.get(EXPORT_LABEL),
+        ) else {
+            return;
+        };
+        let key = (Box::from(consumer), Box::from(export));
+        if counted_in {
+            *self.owned.entry(key).or_default() += 1;
+        } else if let Some(count) = self.owned.get_mut(&key) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                self.owned.remove(&key);
+            }
+        }
+    }
+
+    /// How many objects carry `consumer`'s and `export`'s identity labels.
+    pub fn owned_by(&self, consumer: &str, export: &str) -> u64 {
+        self.owned
+            .get(&(Box::from(consumer), Box::from(export)))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// The changes that lead from this store to `newer` (a fresh list of the
@@ -585,6 +634,40 @@ mod tests {
 
     fn event(value: Value) -> WatchEvent<Value> {
         serde_json::from_value(value).expect("a watch event")
+    }
+
+    #[test]
+    fn the_store_counts_each_consumers_objects_through_each_export() {
+        let object = |name: &str, consumer: &str, version: u64| {
+            json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {
+                "namespace": "p", "name": name, "resourceVersion": version.to_string(),
+                "labels": {"bindery.dev/consumer": consumer, "bindery.dev/export": "e"}}})
+        };
+        let mut store = Store::from_list(&json!({"apiVersion": "example.com/v1",
+            "kind": "WidgetList", "metadata": {"resourceVersion": "1"},
+            "items": [object("a", "c1", 1), object("b", "c2", 1)]}))
+        .unwrap();
+        assert_eq!(
+            (store.owned_by("c1", "e"), store.owned_by("c2", "e")),
+            (1, 1)
+        );
+        store.apply(&event(
+            json!({"type": "ADDED", "object": object("c", "c1", 2)}),
+        ));
+        assert_eq!(store.owned_by("c1", "e"), 2);
+        // A change of owner moves the count.
+        store.apply(&event(
+            json!({"type": "MODIFIED", "object": object("b", "c1", 3)}),
+        ));
+        assert_eq!(
+            (store.owned_by("c1", "e"), store.owned_by("c2", "e")),
+            (3, 0)
+        );
+        store.apply(&event(
+            json!({"type": "DELETED", "object": object("a", "c1", 4)}),
+        ));
+        assert_eq!(store.owned_by("c1", "e"), 2);
+        assert_eq!(store.owned_by("c1", "other"), 0);
     }
 
     fn any() -> CacheableList {

@@ -1,5 +1,6 @@
 //! The catalog index: provider records in, per-consumer views out. No I/O.
 
+use crate::quota::caps::Caps;
 use crate::route::ConsumerId;
 use crate::translate::owners::{ProviderKind, ProviderKinds};
 use crate::translate::{BoundResource, IdentityHash, Isolation, NamespaceMap};
@@ -19,6 +20,8 @@ pub struct ExportRecord {
     pub identity: Option<IdentityHash>,
     /// For choosing between two exports of one resource: the older wins.
     pub created: String,
+    /// What one consumer may grow through it.
+    pub caps: Caps,
 }
 
 /// A BoundSchema.
@@ -45,6 +48,10 @@ pub struct NamespaceRecord {
 pub struct ServedResource {
     pub bound: BoundResource,
     pub spec: Arc<CustomResourceDefinitionSpec>,
+    /// Its export's caps, and every `(group, resource)` the export serves
+    /// (what the object cap counts).
+    pub caps: Caps,
+    pub export_resources: Arc<[(String, String)]>,
 }
 
 impl ServedResource {
@@ -328,6 +335,7 @@ impl Catalog {
             let Some(identity) = &export.identity else {
                 continue;
             };
+            let export_resources: Arc<[(String, String)]> = export.resources.clone().into();
             for (group, resource) in &export.resources {
                 if !wanted(group, resource) {
                     continue;
@@ -371,6 +379,8 @@ impl Catalog {
                         in_workspace: false,
                     },
                     spec: schema.spec.clone(),
+                    caps: export.caps,
+                    export_resources: export_resources.clone(),
                 });
             }
         }
@@ -461,6 +471,7 @@ mod tests {
             isolation: Isolation::Prefixed,
             identity: identity.map(IdentityHash::of_secret),
             created: created.into(),
+            caps: Caps::DEFAULT,
         }
     }
 

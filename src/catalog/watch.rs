@@ -8,6 +8,7 @@ use super::index::{Catalog, ExportRecord, NamespaceRecord, SchemaRecord};
 use super::interned::Specs;
 use crate::api::Condition;
 use crate::controllers::export_status::flow::serving_stopped;
+use crate::quota::caps::Caps;
 use crate::translate::{IdentityHash, Isolation};
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
@@ -224,6 +225,12 @@ pub fn export_record(object: &DynamicObject) -> Option<ExportRecord> {
         .as_ref()
         .map(|t| t.0.to_string())
         .unwrap_or_default();
+    let caps = object
+        .metadata
+        .annotations
+        .as_ref()
+        .map(Caps::of)
+        .unwrap_or_default();
     Some(ExportRecord {
         namespace,
         name,
@@ -231,6 +238,7 @@ pub fn export_record(object: &DynamicObject) -> Option<ExportRecord> {
         isolation,
         identity,
         created,
+        caps,
     })
 }
 

@@ -205,6 +205,9 @@ impl Exchange<'_> {
         if let (Verb::Delete, Some(current)) = (self.request.verb, &current) {
             pin_delete(&mut provider, current);
         }
+        if creates(&self.request) && current.is_none() && self.resource.subresource.is_none() {
+            self.object_cap()?;
+        }
         if let Some(answer) = self
             .admit(&provider, current.as_ref(), unprovisioned.as_deref())
             .await?
@@ -212,7 +215,8 @@ impl Exchange<'_> {
             return Ok(answer);
         }
         if let Some(namespace) = &unprovisioned {
-            self.proxy.namespaces.ensure(bound, namespace).await?;
+            let cap = |used| self.namespace_cap(used);
+            self.proxy.namespaces.ensure(bound, namespace, cap).await?;
         }
         match self.request.verb {
             Verb::Watch => self.watch(provider).await,
@@ -231,7 +235,52 @@ impl Exchange<'_> {
         if !crate::route::is_dns_label(namespace) {
             return Err(ApiError::object_not_found("", "namespaces", namespace));
         }
-        Ok((!self.proxy.namespaces.exists(self.bound(), namespace)).then(|| namespace.clone()))
+        if self.proxy.namespaces.exists(self.bound(), namespace) {
+            return Ok(None);
+        }
+        self.namespace_cap(self.proxy.namespaces.used(self.bound()))?;
+        Ok(Some(namespace.clone()))
+    }
+
+    /// The export's cap on provider namespaces, beside `used` of them.
+    fn namespace_cap(&self, used: u64) -> Result<(), ApiError> {
+        self.served
+            .caps
+            .one_more_namespace(&self.bound().export, used)
+            .map_err(|refusal| crate::quota::refused(&self.subject(), &refusal))
+    }
+
+    /// The export's cap on the consumer's objects of its resources; open
+    /// when the cache cannot count them (as kcp's object count fails open).
+    fn object_cap(&self) -> Result<(), ApiError> {
+        let bound = self.bound();
+        let export = bound.identity.label_value();
+        let mut used = None;
+        for (group, resource) in self.served.export_resources.iter() {
+            if let Some(owned) =
+                self.proxy
+                    .upstream
+                    .owned_by(group, resource, bound.consumer.as_str(), export)
+            {
+                *used.get_or_insert(0) += owned;
+            }
+        }
+        let Some(used) = used else {
+            return Ok(());
+        };
+        self.served
+            .caps
+            .one_more_object(&bound.export, used)
+            .map_err(|refusal| crate::quota::refused(&self.subject(), &refusal))
+    }
+
+    /// The object a create's refusal names.
+    fn subject(&self) -> Subject<'_> {
+        Subject {
+            group: &self.bound().group,
+            resource: &self.bound().resource,
+            name: self.created_name(),
+        }
     }
 
     /// Admission for a create: tried first as a dry run when its namespace
@@ -290,12 +339,7 @@ impl Exchange<'_> {
             return Ok(Some(answer));
         }
         if let Some(pending) = pending {
-            let subject = Subject {
-                group: &bound.group,
-                resource: &bound.resource,
-                name: &self.created_name(),
-            };
-            pending.charge(&subject, dry_run).await?;
+            pending.charge(&self.subject(), dry_run).await?;
         }
         Ok(dry_run.then_some(answer))
     }
@@ -338,9 +382,9 @@ impl Exchange<'_> {
     /// The name a create's refusal gives its object, as kube-apiserver's
     /// admission errors do: its name, else its `generateName`, else
     /// `Unknown`.
-    fn created_name(&self) -> String {
+    fn created_name(&self) -> &str {
         if let Some(name) = &self.resource.name {
-            return name.clone();
+            return name;
         }
         let metadata = match &self.request.body {
             Some(Body::Object(object)) => &object["metadata"],
@@ -351,7 +395,6 @@ impl Exchange<'_> {
             .filter_map(|key| metadata[key].as_str())
             .find(|value| !value.is_empty())
             .unwrap_or("Unknown")
-            .to_string()
     }
 
     /// The provider's current object behind the request's name, in provider

@@ -7,14 +7,18 @@ use crate::api::{APIServiceNamespace, APIServiceNamespaceSpec};
 use crate::status::ApiError;
 use crate::translate::BoundResource;
 use crate::translate::identity::CONSUMER_LABEL;
-use dashmap::DashSet;
+use dashmap::{DashMap, DashSet};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
+use std::sync::Arc;
 
 pub struct NamespaceProvisioner {
     client: kube::Client,
     made: DashSet<String>,
+    /// One at a time per consumer (cluster namespace), so that its cap on
+    /// provider namespaces holds against concurrent first writes.
+    turns: DashMap<String, Arc<tokio::sync::Mutex<()>>>,
 }
 
 impl NamespaceProvisioner {
@@ -22,7 +26,25 @@ impl NamespaceProvisioner {
         Self {
             client,
             made: DashSet::new(),
+            turns: DashMap::new(),
         }
+    }
+
+    /// How many provider namespaces the consumer has: recorded, or made by
+    /// this replica and not yet seen recorded.
+    pub fn used(&self, bound: &BoundResource) -> u64 {
+        let recorded: std::collections::BTreeSet<&str> = bound
+            .namespaces
+            .recorded()
+            .map(|(provider, _)| provider)
+            .collect();
+        let prefix = format!("{}-", bound.namespaces.cluster_namespace());
+        let pending = self
+            .made
+            .iter()
+            .filter(|made| made.starts_with(&prefix) && !recorded.contains(made.as_str()))
+            .count();
+        (recorded.len() + pending) as u64
     }
 
     /// Whether consumer namespace `consumer_ns` has its provider namespace:
@@ -34,8 +56,15 @@ impl NamespaceProvisioner {
                 .contains(&bound.namespaces.to_provider(consumer_ns))
     }
 
-    /// Makes sure consumer namespace `consumer_ns` has its provider namespace.
-    pub async fn ensure(&self, bound: &BoundResource, consumer_ns: &str) -> Result<(), ApiError> {
+    /// Makes sure consumer namespace `consumer_ns` has its provider
+    /// namespace; refused (as `cap` refuses) when the consumer has all the
+    /// provider namespaces its export allows.
+    pub async fn ensure(
+        &self,
+        bound: &BoundResource,
+        consumer_ns: &str,
+        cap: impl Fn(u64) -> Result<(), ApiError>,
+    ) -> Result<(), ApiError> {
         if bound.namespaces.is_recorded(consumer_ns) {
             return Ok(());
         }
@@ -43,6 +72,16 @@ impl NamespaceProvisioner {
         if self.made.contains(&provider_ns) {
             return Ok(());
         }
+        let turn = self
+            .turns
+            .entry(bound.namespaces.cluster_namespace().to_string())
+            .or_default()
+            .clone();
+        let _turn = turn.lock().await;
+        if self.made.contains(&provider_ns) {
+            return Ok(());
+        }
+        cap(self.used(bound))?;
         make_provider_namespace(
             &self.client,
             bound.namespaces.cluster_namespace(),

@@ -168,6 +168,8 @@ fn consumer_view(bound: &BoundResource) -> ConsumerView {
         resources: vec![ServedResource {
             bound: bound.clone(),
             spec: Arc::new(spec),
+            caps: crate::quota::caps::Caps::DEFAULT,
+            export_resources: vec![("example.com".to_string(), "widgets".to_string())].into(),
         }],
     }
 }

@@ -6,6 +6,7 @@
 //! written to `status.used` with the quota's resourceVersion (a conflict is
 //! read again and retried), not written for a dry run.
 
+pub mod caps;
 pub mod charge;
 
 use crate::auth::registrations::Registrations;
@@ -133,7 +134,8 @@ async fn list(api: &Api<ResourceQuota>) -> Result<Vec<ResourceQuota>, ApiError> 
         })
 }
 
-fn refused(subject: &Subject<'_>, refusal: &QuotaRefusal) -> ApiError {
+/// The error a refusal is answered with, naming `subject`.
+pub fn refused(subject: &Subject<'_>, refusal: &QuotaRefusal) -> ApiError {
     match refusal {
         QuotaRefusal::Unreadable { .. } => ApiError::internal(refusal.message()),
         _ => ApiError::forbidden(

@@ -868,3 +868,91 @@ fn assert_consumer_terms(consumer: &Consumer, answer: &[u8]) {
         assert!(!text.contains(leak), "shows {leak:?}: {text}");
     }
 }
+
+/// Sets the annotation `key` of `consumer`'s export to `value`, and waits
+/// until bindery refuses what it should (`refused` answers whether it does).
+fn annotate_export(consumer: &Consumer, key: &str, value: &str) {
+    clusters().provider.kubectl(&[
+        "-n",
+        &consumer.cluster_namespace,
+        "annotate",
+        "--overwrite",
+        "apiserviceexport",
+        EXPORT,
+        &format!("{key}={value}"),
+    ]);
+}
+
+/// Creates `name` through `door` until the answer is `status` (the catalog
+/// and the cache take a moment to see a change); the last answer.
+async fn create_until(door: &Door, name: &str, query: &str, status: u16) -> Answer {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let answer = door.send("POST", query, &[JSON], object(name, 3, "")).await;
+        if answer.status == status || Instant::now() > deadline {
+            return answer;
+        }
+        if answer.status == 201 && !query.contains("dryRun") {
+            door.send("DELETE", &format!("/{name}"), &[], Vec::new())
+                .await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_export_caps_what_one_consumer_grows_as_a_quota_refuses() {
+    install_crd();
+    // Objects.
+    let consumer = bindery().consumer("contain-caps", CRD, EXPORT);
+    annotate_export(&consumer, "bindery.dev/max-objects", "3");
+    let door = collection_of(&consumer, "a").await;
+    for name in ["o1", "o2", "o3"] {
+        let created = door.send("POST", "", &[JSON], object(name, 3, "")).await;
+        assert_eq!(created.status, 201, "{name}: {}", created.text());
+    }
+    let refused = create_until(&door, "o4", "", 403).await;
+    let expected = r#"depths.containment.bindery.dev \"o4\" is forbidden: exceeded quota: depths, requested: bindery.dev/objects=1, used: bindery.dev/objects=3, limited: bindery.dev/objects=3"#;
+    assert_eq!(refused.status, 403, "{}", refused.text());
+    assert!(refused.text().contains(expected), "{}", refused.text());
+    assert!(
+        refused.text().contains(r#""reason":"Forbidden""#),
+        "{}",
+        refused.text()
+    );
+    // A dry run is checked too (kube-apiserver's quota admission checks
+    // dry runs and charges nothing), in another namespace as well.
+    let elsewhere = collection_of(&consumer, "b").await;
+    let dry = elsewhere
+        .send("POST", "?dryRun=All", &[JSON], object("o4", 3, ""))
+        .await;
+    assert_eq!(dry.status, 403, "{}", dry.text());
+    // Room again once one is gone.
+    let deleted = door.send("DELETE", "/o1", &[], Vec::new()).await;
+    assert_eq!(deleted.status, 200, "{}", deleted.text());
+    let created = create_until(&door, "o4", "", 201).await;
+    assert_eq!(created.status, 201, "{}", created.text());
+
+    // Provider namespaces.
+    let consumer = bindery().consumer("contain-nscap", CRD, EXPORT);
+    annotate_export(&consumer, "bindery.dev/max-namespaces", "2");
+    for namespace in ["n1", "n2"] {
+        let door = collection_of(&consumer, namespace).await;
+        let created = door.send("POST", "", &[JSON], object("x", 3, "")).await;
+        assert_eq!(created.status, 201, "{namespace}: {}", created.text());
+    }
+    let third = collection_of(&consumer, "n3").await;
+    let refused = create_until(&third, "x", "", 403).await;
+    assert!(
+        refused.text().contains(
+            r#"depths.containment.bindery.dev \"x\" is forbidden: exceeded quota: depths, requested: count/namespaces=1, used: count/namespaces=2, limited: count/namespaces=2"#
+        ),
+        "{}",
+        refused.text()
+    );
+    assert_eq!(provisioned(&consumer, "n3"), (vec![], false));
+    // A namespace it has takes more objects.
+    let again = collection_of(&consumer, "n1").await;
+    let created = again.send("POST", "", &[JSON], object("y", 3, "")).await;
+    assert_eq!(created.status, 201, "{}", created.text());
+}

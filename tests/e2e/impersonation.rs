@@ -88,6 +88,8 @@ fn view(bound: BoundResource) -> ConsumerView {
         resources: vec![ServedResource {
             bound,
             spec: Arc::new(spec),
+            caps: bindery::quota::caps::Caps::DEFAULT,
+            export_resources: vec![(GROUP.to_string(), "guards".to_string())].into(),
         }],
     }
 }

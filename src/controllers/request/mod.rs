@@ -21,6 +21,7 @@ use crate::api::{
     APIServiceExport, APIServiceExportRequest, APIServiceExportTemplate, BoundSchema,
     ClusterBinding, ExportRequestPhase,
 };
+use crate::quota::caps::{MAX_NAMESPACES_ANNOTATION, MAX_OBJECTS_ANNOTATION};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -85,8 +86,8 @@ async fn reconcile(
     }
     let outcome = match decide(&context, &request).await? {
         Err(refusal) => Outcome::Failed(refusal),
-        Ok((cluster_namespace, plan, policy)) => {
-            make(&context, &request, &cluster_namespace, &plan, policy).await?;
+        Ok((cluster_namespace, plan, annotations)) => {
+            make(&context, &request, &cluster_namespace, &plan, &annotations).await?;
             Outcome::Succeeded(cluster_namespace)
         }
     };
@@ -101,11 +102,12 @@ fn is_final(request: &APIServiceExportRequest) -> bool {
     )
 }
 
-/// The cluster namespace and the plan, or why there is none.
+/// The cluster namespace, the plan and the export's annotations (its
+/// deletion policy and caps), or why there is none.
 async fn decide(
     context: &Context,
     request: &APIServiceExportRequest,
-) -> kube::Result<Result<(String, ExportPlan, DeletionPolicy), Refusal>> {
+) -> kube::Result<Result<(String, ExportPlan, BTreeMap<String, String>), Refusal>> {
     let namespace = request.namespace().unwrap_or_default();
     let cluster_namespace = match request.annotations().get(IDENTITY_ANNOTATION) {
         Some(identity) => naming::cluster_namespace(&context.prefix, identity),
@@ -145,17 +147,25 @@ async fn decide(
         .into_iter()
         .map(|crd| (crd.name_any(), crd))
         .collect::<BTreeMap<_, _>>();
+    let found = template.as_ref().and_then(|(_, found)| found.as_ref());
     // The request's deletion policy, else its template's.
     let policy = if request.annotations().contains_key(POLICY_ANNOTATION) {
         DeletionPolicy::of(request.annotations())
     } else {
-        template
-            .as_ref()
-            .and_then(|(_, found)| found.as_ref())
+        found
             .map(|found| DeletionPolicy::of(found.annotations()))
             .unwrap_or(DeletionPolicy::Retain)
     };
-    Ok(plan::plan(&request.spec, lookup, &crds).map(|plan| (cluster_namespace, plan, policy)))
+    let mut annotations =
+        BTreeMap::from([(POLICY_ANNOTATION.to_string(), policy.as_str().to_string())]);
+    // The template's caps, never the request's: the binder asks, the
+    // provider decides what one consumer may grow.
+    for cap in [MAX_NAMESPACES_ANNOTATION, MAX_OBJECTS_ANNOTATION] {
+        if let Some(value) = found.and_then(|found| found.annotations().get(cap)) {
+            annotations.insert(cap.to_string(), value.clone());
+        }
+    }
+    Ok(plan::plan(&request.spec, lookup, &crds).map(|plan| (cluster_namespace, plan, annotations)))
 }
 
 /// Makes the cluster namespace for the request's identity, or refuses when a
@@ -206,7 +216,7 @@ async fn make(
     request: &APIServiceExportRequest,
     cluster_namespace: &str,
     plan: &ExportPlan,
-    policy: DeletionPolicy,
+    annotations: &BTreeMap<String, String>,
 ) -> kube::Result<()> {
     let client = &context.client;
     let name = request.name_any();
@@ -229,7 +239,7 @@ async fn make(
         "metadata": {
             "name": name,
             "labels": {MANAGED_LABEL: "true"},
-            "annotations": {POLICY_ANNOTATION: policy.as_str()},
+            "annotations": annotations,
         },
         "spec": {
             "resources": plan.resources.iter().map(|r| &r.resource).collect::<Vec<_>>(),

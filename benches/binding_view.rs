@@ -30,6 +30,7 @@ fn catalog(namespaces: usize) -> Catalog {
         isolation: Isolation::Prefixed,
         identity: Some(IdentityHash::of_secret(b"export")),
         created: "2026-11-25T00:00:00Z".into(),
+        caps: bindery::quota::caps::Caps::DEFAULT,
     }]);
     catalog.set_namespaces((0..namespaces).map(|i| NamespaceRecord {
         namespace: "kube-bind-c1".into(),

@@ -26,6 +26,7 @@ pub mod health;
 pub mod kubeconfig;
 pub mod metrics;
 pub mod migrate;
+pub mod provider_namespace;
 pub mod proxy;
 pub mod quota;
 pub mod request_body;

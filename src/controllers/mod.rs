@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The field manager of everything the controllers apply.
-pub const FIELD_MANAGER: &str = "bindery-controllers";
+pub const FIELD_MANAGER: &str = crate::provider_namespace::FIELD_MANAGER;
 
 /// What every controller needs.
 pub struct Context {

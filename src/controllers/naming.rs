@@ -24,7 +24,7 @@ pub use crate::translate::identity::CONSUMER_SERVICE_ACCOUNT;
 
 /// The ClusterRole granting exactly one export's resources and claims.
 pub fn export_cluster_role(cluster_namespace: &str, export: &str) -> String {
-    format!("bindery:export:{cluster_namespace}:{export}")
+    crate::provider_namespace::export_cluster_role(cluster_namespace, export)
 }
 
 #[cfg(test)]

@@ -13,9 +13,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch};
 use serde_json::json;
 
-/// Label on every RBAC object made for an export: `<cluster-ns>.<export>`,
-/// so that they can be found and removed with it.
-pub const EXPORT_RBAC_LABEL: &str = "bindery.dev/rbac-for";
+pub use crate::provider_namespace::EXPORT_RBAC_LABEL;
 
 const OBJECT_VERBS: &[&str] = &[
     "get",
@@ -104,7 +102,7 @@ pub async fn grant(context: &Context, export: &APIServiceExport) -> kube::Result
     Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(client.clone())
         .patch(&role, &context.apply(), &Patch::Apply(cluster_role))
         .await?;
-    let binding_name = format!("bindery:export:{export_name}");
+    let binding_name = crate::provider_namespace::role_binding_name(&export_name);
     let role_ref = json!({
         "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role,
     });
@@ -124,11 +122,7 @@ pub async fn grant(context: &Context, export: &APIServiceExport) -> kube::Result
         let Some(provider) = record.status.as_ref().and_then(|s| s.namespace.clone()) else {
             continue;
         };
-        let binding = json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": {"name": binding_name, "labels": {EXPORT_RBAC_LABEL: label}},
-            "roleRef": role_ref, "subjects": [subject],
-        });
+        let binding = crate::provider_namespace::role_binding(&cluster_namespace, &export_name);
         Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(client.clone(), &provider)
             .patch(&binding_name, &context.apply(), &Patch::Apply(binding))
             .await?;

@@ -2,9 +2,13 @@
 //! requests are made as the consumer's own provider-side account
 //! (`BoundResource::impersonation`), and a refusal is answered in the
 //! consumer's terms. The account's RBAC is made by the controllers as an
-//! export and its namespaces appear, so a first request can arrive before
-//! it: a refused request is tried again once the provider says the account
-//! may make it (asked with a SubjectAccessReview, for a few seconds).
+//! export appears, and in each provider namespace as it is made (by
+//! `crate::provider_namespace`, before the request that made it goes on),
+//! so a request can still meet a provider whose authorizer has not seen it
+//! yet: a refused request is tried again once the provider says the account
+//! may make it (asked with SubjectAccessReviews until the request's own
+//! deadline). A refusal the provider's RBAC did not make (its admission, a
+//! quota of its own) is the provider's answer, as it came.
 
 use crate::status::ApiError;
 use crate::translate::BoundResource;
@@ -16,9 +20,21 @@ use kube::api::{Api, PostParams};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// How long a refused request waits for RBAC that may still be coming.
-pub const PATIENCE: Duration = Duration::from_secs(5);
+/// How often the provider is asked again while RBAC is on its way.
 const POLL: Duration = Duration::from_millis(200);
+/// What is kept of a request's time to answer it once the wait is over.
+const ANSWER_TIME: Duration = Duration::from_secs(1);
+
+/// What a refused request's wait for RBAC came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Settled {
+    /// RBAC allowed it at once: the refusal was not RBAC's.
+    Already,
+    /// RBAC allows it now.
+    Now,
+    /// RBAC did not allow it before the deadline.
+    Never,
+}
 
 /// What a provider request asks to do, as RBAC sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,29 +51,33 @@ pub struct Attempt {
 /// Asks the provider what a consumer's account may do.
 pub struct Access {
     client: kube::Client,
-    patience: Duration,
 }
 
 impl Access {
     pub fn new(client: kube::Client) -> Self {
-        Self::with_patience(client, PATIENCE)
+        Self { client }
     }
 
-    /// Waits `patience` for RBAC before a refusal stands.
-    pub fn with_patience(client: kube::Client, patience: Duration) -> Self {
-        Self { client, patience }
-    }
-
-    /// Whether `bound`'s consumer's account may make `attempt`, waiting a
-    /// while for RBAC that is being made. `false` when it still may not.
-    pub async fn settles(&self, bound: &BoundResource, attempt: &Attempt) -> bool {
-        let deadline = tokio::time::Instant::now() + self.patience;
+    /// Whether `bound`'s consumer's account may make `attempt`, waiting
+    /// for RBAC that is being made until a second before `deadline`.
+    pub async fn settles(
+        &self,
+        bound: &BoundResource,
+        attempt: &Attempt,
+        deadline: tokio::time::Instant,
+    ) -> Settled {
+        let until = deadline.checked_sub(ANSWER_TIME).unwrap_or(deadline);
+        let mut first = true;
         loop {
             match self.allowed(bound, attempt).await {
-                Ok(true) => return true,
-                Ok(false) | Err(_) if tokio::time::Instant::now() >= deadline => return false,
+                Ok(true) if first => return Settled::Already,
+                Ok(true) => return Settled::Now,
+                Ok(false) | Err(_) if tokio::time::Instant::now() >= until => {
+                    return Settled::Never;
+                }
                 _ => tokio::time::sleep(POLL).await,
             }
+            first = false;
         }
     }
 
@@ -89,6 +109,18 @@ impl Access {
             .await?;
         Ok(answer.status.is_some_and(|s| s.allowed))
     }
+}
+
+/// Whether `body` (a 403's) is the provider's RBAC refusing `bound`'s
+/// consumer's account: kube-apiserver's authorizer words it `User "<the
+/// account>" cannot …`; admission and quotas word theirs otherwise.
+pub fn refused_by_rbac(bound: &BoundResource, body: &[u8]) -> bool {
+    let account = consumer_account(bound.namespaces.cluster_namespace());
+    let Ok(status) = crate::deep::from_slice::<serde_json::Value>(body) else {
+        return true;
+    };
+    let message = status["message"].as_str().unwrap_or_default();
+    message.contains(&format!("User {account:?} cannot "))
 }
 
 /// The provider refused a consumer's request: answered as kube-apiserver

@@ -82,6 +82,23 @@ struct Exchange<'a> {
     user_agent: Option<HeaderValue>,
     /// Who is asking, as refusals name them.
     user: String,
+    /// When the request's time is up: its `timeout`, at most
+    /// kube-apiserver's default request timeout. What bindery waits for on
+    /// its behalf (RBAC on its way) is waited for until then.
+    deadline: tokio::time::Instant,
+}
+
+/// kube-apiserver's default `--request-timeout`: the longest a request
+/// that is not a watch is given.
+const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// When a request with `timeout` (its parameter) started now is up.
+fn deadline_of(timeout: Option<&str>) -> tokio::time::Instant {
+    let given = timeout
+        .and_then(|text| crate::wire::query::go_duration(text).ok())
+        .filter(|given| !given.is_zero())
+        .unwrap_or(REQUEST_TIMEOUT);
+    tokio::time::Instant::now() + given.min(REQUEST_TIMEOUT)
 }
 
 impl Proxy {
@@ -145,6 +162,7 @@ impl Proxy {
                 .extensions
                 .get::<crate::auth::User>()
                 .map_or_else(|| bound.consumer.to_string(), |user| user.name.clone()),
+            deadline: deadline_of(request.timeout.as_deref()),
             request,
         };
         exchange.run().await
@@ -220,8 +238,43 @@ impl Exchange<'_> {
         }
         match self.request.verb {
             Verb::Watch => self.watch(provider).await,
+            _ if creates(&self.request) => self.create(provider).await,
             _ => self.exchange(provider).await,
         }
+    }
+
+    /// A create (or an apply): when the provider says its namespace is not
+    /// there or is going (deleted on the provider, or with its app
+    /// namespace, while bindery still knew it), the namespace is made again
+    /// and the create sent once more, within the request's time.
+    async fn create(&self, provider: ProviderRequest) -> Result<Response<BoxBody>, Failure> {
+        let answer = self.exchange(provider.clone()).await;
+        let (Some(namespace), Err(Failure::Upstream(code, status))) =
+            (&self.resource.namespace, &answer)
+        else {
+            return answer;
+        };
+        let gone = *code == 404 && status["details"]["kind"] == "namespaces";
+        let going = *code == 403
+            && status["details"]["causes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|cause| cause["reason"] == "NamespaceTerminating");
+        if !(gone || going) {
+            return answer;
+        }
+        tracing::info!(consumer = %self.bound().consumer, %namespace,
+            "a provider namespace bindery knew is gone; making it again");
+        if !self
+            .proxy
+            .namespaces
+            .remake(self.bound(), namespace, self.deadline)
+            .await
+        {
+            return answer;
+        }
+        self.exchange(provider).await
     }
 
     /// The consumer namespace a create goes to that has no provider
@@ -505,6 +558,7 @@ impl Exchange<'_> {
         ) else {
             return Ok(response);
         };
+
         let bound = self.bound();
         let attempt = access::Attempt {
             verb,
@@ -518,10 +572,30 @@ impl Exchange<'_> {
                 .map(|ns| bound.namespaces.to_provider(ns)),
             name: self.resource.name.as_ref().map(|n| bound.provider_name(n)),
         };
-        if access.settles(bound, &attempt).await {
-            let response = self.send(make()?).await?;
-            if response.status() != StatusCode::FORBIDDEN {
-                return Ok(response);
+        let settled = access.settles(bound, &attempt, self.deadline).await;
+        let response = match settled {
+            // Allowed at once: unless the refusal is in RBAC's words (its
+            // authorizer had not seen the grant yet), it is the provider's
+            // own (its admission, a quota of its own), answered as it came.
+            access::Settled::Already => Some(kept(response).await?),
+            access::Settled::Now => Some(kept(self.send(make()?).await?).await?),
+            access::Settled::Never => None,
+        };
+        if let Some((response, body)) = response {
+            let by_rbac =
+                response.status() == StatusCode::FORBIDDEN && access::refused_by_rbac(bound, &body);
+            match (by_rbac, settled) {
+                (false, _) => return Ok(response),
+                (true, access::Settled::Already) => {
+                    let again = self.send(make()?).await?;
+                    let (again, body) = kept(again).await?;
+                    if again.status() != StatusCode::FORBIDDEN
+                        || !access::refused_by_rbac(bound, &body)
+                    {
+                        return Ok(again);
+                    }
+                }
+                (true, _) => {}
             }
         }
         Err(access::refused(
@@ -857,6 +931,23 @@ fn is_json(headers: &http::HeaderMap) -> bool {
     headers
         .get(CONTENT_TYPE)
         .is_some_and(|ct| ct.as_bytes().starts_with(b"application/json"))
+}
+
+/// `response` read whole, and the same response again with its body (to
+/// look at it before it is answered).
+async fn kept(
+    response: http::Response<BoxBody>,
+) -> Result<(http::Response<BoxBody>, Bytes), Failure> {
+    let (parts, body) = response.into_parts();
+    let bytes = body
+        .collect()
+        .await
+        .map(|collected| collected.to_bytes())
+        .map_err(|e| ApiError::unavailable(format!("reading the provider's answer: {e}")))?;
+    let again = http_body_util::Full::new(bytes.clone())
+        .map_err(|never| match never {})
+        .boxed_unsync();
+    Ok((http::Response::from_parts(parts, again), bytes))
 }
 
 async fn read(response: http::Response<BoxBody>) -> Result<Bytes, Failure> {

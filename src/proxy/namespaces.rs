@@ -1,17 +1,13 @@
-//! Provider namespaces for consumer namespaces, made on first write: the
-//! namespace `<cluster-namespace>-<X>` and the APIServiceNamespace `X` that
-//! records it, as kube-bind's konnector and backend would make them.
+//! Provider namespaces for consumer namespaces, made on a consumer's first
+//! write there (`crate::provider_namespace`), under the export's cap.
 
-use crate::api::keys::CONSUMER_NAMESPACE_ANNOTATION;
-use crate::api::{APIServiceNamespace, APIServiceNamespaceSpec};
 use crate::status::ApiError;
 use crate::translate::BoundResource;
-use crate::translate::identity::CONSUMER_LABEL;
 use dashmap::{DashMap, DashSet};
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, Patch, PatchParams, PostParams};
-use serde_json::json;
 use std::sync::Arc;
+
+/// How often a provider namespace being deleted is looked at again.
+const REMAKE_POLL: std::time::Duration = std::time::Duration::from_millis(500);
 
 pub struct NamespaceProvisioner {
     client: kube::Client,
@@ -48,12 +44,57 @@ impl NamespaceProvisioner {
     }
 
     /// Whether consumer namespace `consumer_ns` has its provider namespace:
-    /// recorded, or made by this replica and not yet seen recorded.
+    /// recorded, or made by this replica and not yet seen recorded. What
+    /// this replica made is remembered only until its record is seen, so
+    /// that a namespace removed with its record later is made again.
     pub fn exists(&self, bound: &BoundResource, consumer_ns: &str) -> bool {
-        bound.namespaces.is_recorded(consumer_ns)
-            || self
-                .made
-                .contains(&bound.namespaces.to_provider(consumer_ns))
+        let provider_ns = bound.namespaces.to_provider(consumer_ns);
+        if bound.namespaces.is_recorded(consumer_ns) {
+            self.made.remove(&provider_ns);
+            return true;
+        }
+        self.made.contains(&provider_ns)
+    }
+
+    /// Makes consumer namespace `consumer_ns`'s provider namespace again,
+    /// once the provider said it is not there (or is going): waits for one
+    /// being deleted to be gone, until `deadline`. Whether it was made.
+    pub async fn remake(
+        &self,
+        bound: &BoundResource,
+        consumer_ns: &str,
+        deadline: tokio::time::Instant,
+    ) -> bool {
+        use k8s_openapi::api::core::v1::Namespace;
+        let provider_ns = bound.namespaces.to_provider(consumer_ns);
+        self.made.remove(&provider_ns);
+        let namespaces = kube::Api::<Namespace>::all(self.client.clone());
+        loop {
+            let terminating = match namespaces.get_opt(&provider_ns).await {
+                Ok(Some(namespace)) => namespace.metadata.deletion_timestamp.is_some(),
+                Ok(None) => false,
+                Err(_) => return false,
+            };
+            if !terminating {
+                break;
+            }
+            if tokio::time::Instant::now() + REMAKE_POLL >= deadline {
+                return false;
+            }
+            tokio::time::sleep(REMAKE_POLL).await;
+        }
+        let made = crate::provider_namespace::make(
+            &self.client,
+            bound.namespaces.cluster_namespace(),
+            bound.consumer.as_str(),
+            consumer_ns,
+            Some(&bound.export),
+        )
+        .await;
+        if made.is_ok() {
+            self.made.insert(provider_ns);
+        }
+        made.is_ok()
     }
 
     /// Makes sure consumer namespace `consumer_ns` has its provider
@@ -65,13 +106,10 @@ impl NamespaceProvisioner {
         consumer_ns: &str,
         cap: impl Fn(u64) -> Result<(), ApiError>,
     ) -> Result<(), ApiError> {
-        if bound.namespaces.is_recorded(consumer_ns) {
+        if self.exists(bound, consumer_ns) {
             return Ok(());
         }
         let provider_ns = bound.namespaces.to_provider(consumer_ns);
-        if self.made.contains(&provider_ns) {
-            return Ok(());
-        }
         let turn = self
             .turns
             .entry(bound.namespaces.cluster_namespace().to_string())
@@ -82,11 +120,12 @@ impl NamespaceProvisioner {
             return Ok(());
         }
         cap(self.used(bound))?;
-        make_provider_namespace(
+        crate::provider_namespace::make(
             &self.client,
             bound.namespaces.cluster_namespace(),
             bound.consumer.as_str(),
             consumer_ns,
+            Some(&bound.export),
         )
         .await
         .map_err(|error| {
@@ -100,45 +139,5 @@ impl NamespaceProvisioner {
         })?;
         self.made.insert(provider_ns);
         Ok(())
-    }
-}
-
-/// Makes consumer namespace `consumer_ns`'s provider namespace
-/// `<cluster_ns>-<consumer_ns>` and records it in an APIServiceNamespace
-/// (used for first writes and for the namespaces a request pre-seeds).
-pub async fn make_provider_namespace(
-    client: &kube::Client,
-    cluster_ns: &str,
-    consumer: &str,
-    consumer_ns: &str,
-) -> Result<(), kube::Error> {
-    let provider_ns = crate::translate::NamespaceMap::new(cluster_ns).to_provider(consumer_ns);
-    let namespace: Namespace = serde_json::from_value(json!({
-        "metadata": {
-            "name": provider_ns,
-            "labels": {CONSUMER_LABEL: consumer},
-            "annotations": {CONSUMER_NAMESPACE_ANNOTATION: consumer_ns},
-        }
-    }))
-    .map_err(kube::Error::SerdeError)?;
-    ignore_exists(
-        Api::<Namespace>::all(client.clone())
-            .create(&PostParams::default(), &namespace)
-            .await,
-    )?;
-    let api: Api<APIServiceNamespace> = Api::namespaced(client.clone(), cluster_ns);
-    let record = APIServiceNamespace::new(consumer_ns, APIServiceNamespaceSpec {});
-    ignore_exists(api.create(&PostParams::default(), &record).await)?;
-    let status = Patch::Merge(json!({"status": {"namespace": provider_ns}}));
-    api.patch_status(consumer_ns, &PatchParams::default(), &status)
-        .await?;
-    Ok(())
-}
-
-fn ignore_exists<T>(result: Result<T, kube::Error>) -> Result<(), kube::Error> {
-    match result {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
-        Err(error) => Err(error),
     }
 }

@@ -460,3 +460,104 @@ async fn a_patch_is_stored_as_the_object_it_results_in() {
         [Method::GET, Method::PUT, Method::GET, Method::PUT]
     );
 }
+
+/// A provider whose authorizer lets the consumer's account update widgets
+/// only from `granted_at` (virtual time) on: its SubjectAccessReviews say
+/// so, and the scripted upstream refuses in RBAC's words until then.
+fn slow_rbac(granted_at: std::time::Duration, refusal: &'static str) -> (Proxy, BoundResource) {
+    let start = tokio::time::Instant::now();
+    let granted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reviews = {
+        let granted = granted.clone();
+        tower::service_fn(move |_: http::Request<kube::client::Body>| {
+            let granted = granted.clone();
+            async move {
+                let allowed = start.elapsed() >= granted_at;
+                granted.store(allowed, std::sync::atomic::Ordering::SeqCst);
+                let review = json!({"apiVersion": "authorization.k8s.io/v1",
+                    "kind": "SubjectAccessReview", "spec": {}, "status": {"allowed": allowed}});
+                let response = http::Response::builder()
+                    .status(201)
+                    .header(CONTENT_TYPE, "application/json")
+                    .body(kube::client::Body::from(
+                        serde_json::to_vec(&review).unwrap(),
+                    ))
+                    .unwrap();
+                Ok::<_, std::io::Error>(response)
+            }
+        })
+    };
+    let mut bound = widgets();
+    bound.namespaces.insert("ns", "kube-bind-c1-ns");
+    let object = provider_object(&bound);
+    let upstream = Scripted::new(move |request| {
+        if request.method() != Method::PUT {
+            return json_response(200, &object);
+        }
+        if granted.load(std::sync::atomic::Ordering::SeqCst) && refusal.is_empty() {
+            return json_response(200, &object);
+        }
+        let message = if refusal.is_empty() {
+            "widgets.example.com \"w\" is forbidden: User \"system:serviceaccount:kube-bind-c1:kube-binder\" cannot update resource \"widgets\" in API group \"example.com\" in the namespace \"kube-bind-c1-ns\""
+        } else {
+            refusal
+        };
+        json_response(
+            403,
+            &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": message, "reason": "Forbidden", "code": 403}),
+        )
+    });
+    let mut proxy = proxy(upstream);
+    proxy.access = Some(access::Access::new(kube::Client::new(reviews, "default")));
+    (proxy, bound)
+}
+
+fn update(timeout: &str) -> http::Request<Bytes> {
+    http::Request::put(format!("{PATH}?timeout={timeout}"))
+        .header(CONTENT_TYPE, "application/json")
+        .body(Bytes::from_static(
+            br#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w","resourceVersion":"5"}}"#,
+        ))
+        .unwrap()
+}
+
+/// RBAC on its way is waited for as long as the request's own time
+/// allows, and no longer.
+#[tokio::test(start_paused = true)]
+async fn a_refusal_waits_for_rbac_until_the_requests_deadline() {
+    let (proxy, bound) = slow_rbac(std::time::Duration::from_secs(8), "");
+    let started = tokio::time::Instant::now();
+    let (status, body) = call(&proxy, &bound, update("3s"), Some("w")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert!(
+        body.contains(r#"User \"c1\" cannot update resource \"widgets\" in API group \"example.com\" in the namespace \"ns\""#),
+        "{body}"
+    );
+    assert!(!body.contains("kube-bind"), "{body}");
+    let waited = started.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_millis(1500)
+            && waited < std::time::Duration::from_secs(3),
+        "waited {waited:?} of 3s"
+    );
+
+    let (proxy, bound) = slow_rbac(std::time::Duration::from_secs(8), "");
+    let started = tokio::time::Instant::now();
+    let (status, body) = call(&proxy, &bound, update("40s"), Some("w")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(started.elapsed() >= std::time::Duration::from_secs(8));
+}
+
+/// A refusal RBAC did not make (the provider's admission, a quota of its
+/// own) is answered as the provider gave it, at once.
+#[tokio::test(start_paused = true)]
+async fn a_refusal_that_is_not_rbacs_is_the_providers_answer() {
+    let refusal = "widgets.example.com \"w\" is forbidden: exceeded quota: provider-quota, requested: count/widgets.example.com=1, used: count/widgets.example.com=5, limited: count/widgets.example.com=5";
+    let (proxy, bound) = slow_rbac(std::time::Duration::ZERO, refusal);
+    let started = tokio::time::Instant::now();
+    let (status, body) = call(&proxy, &bound, update("40s"), Some("w")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert!(body.contains("exceeded quota: provider-quota"), "{body}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+}

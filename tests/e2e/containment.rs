@@ -18,8 +18,6 @@ use std::time::{Duration, Instant};
 const GROUP: &str = "containment.bindery.dev";
 const CRD: &str = "depths.containment.bindery.dev";
 const EXPORT: &str = "depths";
-/// The reference's namespace on the provider.
-const REFERENCE_NAMESPACE: &str = "containment-reference";
 
 fn install_crd() {
     static DONE: OnceLock<()> = OnceLock::new();
@@ -39,7 +37,6 @@ fn install_crd() {
         });
         let provider = &clusters().provider;
         provider.install_crd(&crd);
-        let _ = provider.kubectl_output(&["create", "namespace", REFERENCE_NAMESPACE], None);
     });
 }
 
@@ -142,12 +139,18 @@ impl Door {
     }
 }
 
-/// The reference: the provider's kube-apiserver serving the CRD directly.
-async fn reference() -> Door {
+/// The reference: the provider's kube-apiserver serving the CRD directly,
+/// in a namespace of `test`'s own (a Table watch ends at the first object
+/// it cannot encode, whoever made it).
+async fn reference(test: &str) -> Door {
     install_crd();
+    let namespace = format!("containment-reference-{test}");
+    let _ = clusters()
+        .provider
+        .kubectl_output(&["create", "namespace", &namespace], None);
     Door {
         client: clusters().provider.client().await,
-        collection: format!("/apis/{GROUP}/v1/namespaces/{REFERENCE_NAMESPACE}/depths"),
+        collection: format!("/apis/{GROUP}/v1/namespaces/{namespace}/depths"),
     }
 }
 
@@ -275,7 +278,7 @@ async fn every_write_verb(
 async fn bodies_as_deep_as_go_reads_go_through_every_write_verb_as_kube_apiserver_takes_them() {
     let mut server = serving_only(&clusters().provider.kubeconfig, &[]);
     let (_consumer, door) = consumer_door("contain-bodies", &server, "deep").await;
-    let reference = reference().await;
+    let reference = reference("bodies").await;
     for depth in [150, 1_000, 10_000, 10_001] {
         let name = format!("body-{depth}");
         every_write_verb(depth, &name, (&door, &reference), &mut server).await;
@@ -456,7 +459,7 @@ fn workspace_get(url: &str, path: &str, token: &str) -> (u16, Vec<u8>) {
 #[tokio::test]
 async fn objects_as_deep_as_kube_apiserver_stores_are_read_back_in_every_form_and_blind_nobody() {
     let mut server = serving_only(&clusters().provider.kubeconfig, &[]);
-    let reference = reference().await;
+    let reference = reference("objects").await;
     let deepest = deepest_stored(&reference).await;
     let (consumer, door) = consumer_door("contain-objects", &server, "deep").await;
     let mut names = Vec::new();
@@ -955,4 +958,37 @@ async fn an_export_caps_what_one_consumer_grows_as_a_quota_refuses() {
     let again = collection_of(&consumer, "n1").await;
     let created = again.send("POST", "", &[JSON], object("y", 3, "")).await;
     assert_eq!(created.status, 201, "{}", created.text());
+}
+
+#[tokio::test]
+async fn a_provider_namespace_gone_while_bindery_knew_it_is_made_again() {
+    install_crd();
+    let consumer = bindery().consumer("contain-remade", CRD, EXPORT);
+    let door = collection_of(&consumer, "again").await;
+    let created = door.send("POST", "", &[JSON], object("first", 3, "")).await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    let (made, _) = provisioned(&consumer, "again");
+    assert_eq!(made.len(), 1, "{made:?}");
+    // Gone on the provider, record and all (as with its app namespace), and
+    // still being deleted when the next create comes.
+    let provider = &clusters().provider;
+    provider.kubectl(&["delete", "namespace", &made[0], "--wait=false"]);
+    provider.kubectl(&[
+        "-n",
+        &consumer.cluster_namespace,
+        "delete",
+        "apiservicenamespace",
+        "again",
+    ]);
+    let created = door
+        .send("POST", "?timeout=50s", &[JSON], object("second", 3, ""))
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    assert_consumer_terms(&consumer, &created.body);
+    let listed = door.send("GET", "", &[], Vec::new()).await;
+    let text = String::from_utf8_lossy(&listed.body);
+    assert!(
+        text.contains("\"second\"") && !text.contains("\"first\""),
+        "{text}"
+    );
 }

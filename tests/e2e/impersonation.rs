@@ -71,7 +71,7 @@ async fn proxy() -> Proxy {
         tokens: Arc::new(ContinueTokens::random()),
         namespaces: NamespaceProvisioner::new(client.clone()),
         shutdown: tokio::sync::watch::channel(false).1,
-        access: Some(Access::with_patience(client, Duration::from_secs(1))),
+        access: Some(Access::new(client)),
         quota: bindery::quota::QuotaAdmission::new(Default::default()),
     }
 }
@@ -133,6 +133,8 @@ async fn call(
     if let Some(name) = name {
         path = format!("{path}/{name}");
     }
+    // A refusal waits for RBAC until the request's deadline: a short one.
+    path.push_str("?timeout=3s");
     let content_type = if method == "PATCH" {
         "application/merge-patch+json"
     } else {

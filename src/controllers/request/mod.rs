@@ -275,13 +275,8 @@ async fn make(
         .strip_prefix(&context.prefix)
         .unwrap_or(cluster_namespace);
     for namespace in &plan.namespaces {
-        crate::proxy::namespaces::make_provider_namespace(
-            client,
-            cluster_namespace,
-            consumer,
-            namespace,
-        )
-        .await?;
+        crate::provider_namespace::make(client, cluster_namespace, consumer, namespace, None)
+            .await?;
     }
     // The export controller keeps the RBAC in step later; granting here too
     // means a Succeeded request always has its RBAC in place.

@@ -21,6 +21,7 @@ pub mod deep;
 pub mod discovery;
 pub mod documents;
 pub mod expiring;
+pub mod fairness;
 pub mod forward;
 pub mod health;
 pub mod kubeconfig;

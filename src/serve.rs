@@ -120,6 +120,7 @@ pub async fn run(options: Options) -> Result<()> {
                 .impersonate
                 .then(|| crate::proxy::access::Access::new(client.clone())),
             quota: crate::quota::QuotaAdmission::new(registrations.clone()),
+            fairness: crate::fairness::Fairness::new(Default::default()),
         },
         version: serde_json::to_value(&version).context("encoding the provider's version")?,
         registrations: registrations.clone(),

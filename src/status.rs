@@ -13,6 +13,9 @@ pub struct ApiError {
     pub details: Option<Value>,
     /// kube-apiserver's mux answers unknown paths with a plain-text body.
     pub plain_text: bool,
+    /// The `Retry-After` header's seconds, when the answer says when to
+    /// come back.
+    pub retry_after: Option<u16>,
 }
 
 impl ApiError {
@@ -23,6 +26,7 @@ impl ApiError {
             message: message.into(),
             details: None,
             plain_text: false,
+            retry_after: None,
         }
     }
 
@@ -202,6 +206,20 @@ impl ApiError {
     /// its own `StatusError` (an encoder's, say), with `code`.
     pub fn unreasoned(code: u16, message: impl Into<String>) -> Self {
         Self::new(code, "", message)
+    }
+
+    /// kube-apiserver's answer when its priority and fairness (or its
+    /// in-flight limit) turns a request away: plain text, come back in a
+    /// second.
+    pub fn too_many_requests() -> Self {
+        let mut error = Self::new(
+            429,
+            "TooManyRequests",
+            "Too many requests, please try again later.",
+        );
+        error.plain_text = true;
+        error.retry_after = Some(1);
+        error
     }
 
     /// `500 InternalError`.

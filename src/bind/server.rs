@@ -93,6 +93,7 @@ impl BindService {
                 message: format!("{method} is not supported here"),
                 details: None,
                 plain_text: false,
+                retry_after: None,
             }),
             BindRoute::NotFound => Err(ApiError::page_not_found()),
         }
@@ -306,6 +307,7 @@ impl BindService {
                     ),
                     details: None,
                     plain_text: false,
+                    retry_after: None,
                 });
             }
             return Ok(());
@@ -445,6 +447,7 @@ impl BindService {
                 ),
                 details: None,
                 plain_text: false,
+                retry_after: None,
             }),
             Err(e) => Err(internal(e)),
         }

@@ -177,11 +177,23 @@ impl ErrorForm {
 
     /// The response for one of bindery's own errors.
     pub fn error(self, error: &ApiError) -> Response<BoxBody> {
-        if error.plain_text {
+        let mut response = if error.plain_text {
             let (content_type, body) = error.body();
-            return full(error.code, content_type, body);
+            let mut response = full(error.code, content_type, body);
+            response.headers_mut().insert(
+                "x-content-type-options",
+                HeaderValue::from_static("nosniff"),
+            );
+            response
+        } else {
+            self.status(error.code, &error.to_status())
+        };
+        if let Some(seconds) = error.retry_after {
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, HeaderValue::from(seconds));
         }
-        self.status(error.code, &error.to_status())
+        response
     }
 }
 

@@ -53,6 +53,8 @@ pub struct Proxy {
     pub access: Option<access::Access>,
     /// Charges creates to the app cluster's ResourceQuotas.
     pub quota: QuotaAdmission,
+    /// Each consumer's share of what bindery does on its behalf.
+    pub fairness: crate::fairness::Fairness,
 }
 
 /// A complete response with `body`.
@@ -86,6 +88,9 @@ struct Exchange<'a> {
     /// kube-apiserver's default request timeout. What bindery waits for on
     /// its behalf (RBAC on its way) is waited for until then.
     deadline: tokio::time::Instant,
+    /// Its consumer's seat (or, a watch, its place among the consumer's
+    /// watches), held while it is served.
+    held: crate::fairness::Held,
 }
 
 /// kube-apiserver's default `--request-timeout`: the longest a request
@@ -130,6 +135,14 @@ impl Proxy {
         let bound = &served.bound;
         let verb = Verb::of_query(&parts.method, resource, parts.uri.query());
         check_scope(served, resource, verb)?;
+        // The consumer's share: a seat while it is read, translated and
+        // served (a watch: its place among the consumer's watches).
+        let held = match verb {
+            Some(Verb::Watch) => {
+                crate::fairness::Held::Watch(self.fairness.watch(&bound.consumer)?)
+            }
+            _ => crate::fairness::Held::Seat(self.fairness.seat(&bound.consumer).await?),
+        };
         let incoming = Incoming {
             method: &parts.method,
             resource,
@@ -163,6 +176,7 @@ impl Proxy {
                 .get::<crate::auth::User>()
                 .map_or_else(|| bound.consumer.to_string(), |user| user.name.clone()),
             deadline: deadline_of(request.timeout.as_deref()),
+            held,
             request,
         };
         exchange.run().await
@@ -224,6 +238,12 @@ impl Exchange<'_> {
             pin_delete(&mut provider, current);
         }
         if creates(&self.request) && current.is_none() && self.resource.subresource.is_none() {
+            if let Some(namespace) = &self.resource.namespace {
+                self.proxy
+                    .quota
+                    .namespace_admits(bound.consumer.as_str(), namespace, &self.subject())
+                    .await?;
+            }
             self.object_cap()?;
         }
         if let Some(answer) = self
@@ -237,7 +257,18 @@ impl Exchange<'_> {
             self.proxy.namespaces.ensure(bound, namespace, cap).await?;
         }
         match self.request.verb {
-            Verb::Watch => self.watch(provider).await,
+            Verb::Watch => {
+                let watch = self.watch(provider).await?;
+                // Counted among the consumer's watches while it lasts.
+                let held = self.held;
+                Ok(watch.map(|body| {
+                    body.map_frame(move |frame| {
+                        let _held = &held;
+                        frame
+                    })
+                    .boxed_unsync()
+                }))
+            }
             _ if creates(&self.request) => self.create(provider).await,
             _ => self.exchange(provider).await,
         }
@@ -626,7 +657,9 @@ impl Exchange<'_> {
         if let Some(agent) = &self.user_agent {
             request = request.header(USER_AGENT, agent);
         }
-        if self.impersonated() && !matches!(self.request.verb, Verb::List | Verb::Watch) {
+        // Lists and watches too, in a namespace of the consumer's: the
+        // provider's priority and fairness then tells consumers apart.
+        if self.impersonated() {
             for (name, value) in self.bound().impersonation() {
                 request = request.header(name, value);
             }
@@ -667,14 +700,21 @@ impl Exchange<'_> {
             if let Some(table) = self.table_from_cache(&provider).await? {
                 return Ok(table);
             }
-            let mut upstream = self.build(&provider)?;
-            if self.cacheable() {
-                if let Some(bytes) = self.proxy.upstream.list_translated(&upstream, &make).await {
-                    return self.translated(200, &bytes, Vec::new());
-                }
-                upstream.extensions_mut().insert(CacheAsked);
+            let upstream = self.build(&provider)?;
+            let cached = self.cacheable();
+            if cached
+                && let Some(bytes) = self.proxy.upstream.list_translated(&upstream, &make).await
+            {
+                return self.translated(200, &bytes, Vec::new());
             }
-            self.send(upstream).await?
+            let make = || {
+                let mut upstream = self.build(&provider)?;
+                if cached {
+                    upstream.extensions_mut().insert(CacheAsked);
+                }
+                Ok(upstream)
+            };
+            self.send_as_consumer(make, "list", None).await?
         } else {
             let verb = rbac_verb(self.request.verb, &provider.method);
             let subresource = self.resource.subresource.as_deref();

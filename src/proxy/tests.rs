@@ -154,6 +154,7 @@ fn proxy(upstream: Arc<dyn Upstream>) -> Proxy {
         shutdown: signal::channel(false).1,
         access: None,
         quota: crate::quota::QuotaAdmission::new(Default::default()),
+        fairness: crate::fairness::Fairness::new(Default::default()),
     }
 }
 

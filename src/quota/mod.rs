@@ -8,6 +8,7 @@
 
 pub mod caps;
 pub mod charge;
+pub mod lifecycle;
 
 use crate::auth::registrations::Registrations;
 use crate::status::ApiError;
@@ -22,6 +23,7 @@ const RETRIES: usize = 3;
 /// The app clusters whose quotas creates are charged to.
 pub struct QuotaAdmission {
     registrations: Registrations,
+    lifecycle: lifecycle::NamespaceLifecycle,
 }
 
 /// What a create is charged to once the provider accepted it as a dry run.
@@ -41,7 +43,27 @@ pub struct Subject<'a> {
 
 impl QuotaAdmission {
     pub fn new(registrations: Registrations) -> Self {
-        Self { registrations }
+        Self {
+            lifecycle: lifecycle::NamespaceLifecycle::new(registrations.clone()),
+            registrations,
+        }
+    }
+
+    /// Whether `consumer`'s app cluster lets `subject` be created in its
+    /// namespace `namespace` (NamespaceLifecycle, [`lifecycle`]).
+    pub async fn namespace_admits(
+        &self,
+        consumer: &str,
+        namespace: &str,
+        subject: &Subject<'_>,
+    ) -> Result<(), ApiError> {
+        self.lifecycle
+            .admit(
+                consumer,
+                namespace,
+                (subject.group, subject.resource, subject.name),
+            )
+            .await
     }
 
     /// The quotas of `consumer`'s app cluster that constrain creating a

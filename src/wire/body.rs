@@ -575,6 +575,7 @@ pub fn delete_options(content_type: Option<&str>, body: &[u8]) -> Result<Option<
         message,
         details: None,
         plain_text: false,
+        retry_after: None,
     };
     let value = match media_type(content_type).as_deref() {
         Some("application/json") => json::decode(body)

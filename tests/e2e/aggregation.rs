@@ -331,3 +331,103 @@ fn kubectl_against_the_app_cluster_uses_the_bound_api_under_its_rbac() {
         "the registration went with the last export"
     );
 }
+
+/// A create through the aggregator passes none of the app cluster's
+/// admission: bindery does what NamespaceLifecycle does for a local kind.
+/// A namespace the app cluster does not have, or one being deleted, takes
+/// no new bound object, with kube-apiserver's words, and nothing is made on
+/// the provider for it.
+#[test]
+fn creates_in_app_namespaces_that_are_missing_or_going_are_refused_as_for_a_local_kind() {
+    install_examples();
+    let _guard = app_cluster_binds();
+    let _token = bind_template("postgresql");
+    let app = &clusters().app;
+    let instance = |namespace: &str| {
+        format!(
+            "apiVersion: db.example.com/v1\nkind: PostgreSQLInstance\nmetadata: {{name: held, namespace: {namespace}}}\nspec: {{plan: small}}\n"
+        )
+    };
+    let config_map = |namespace: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: held, namespace: {namespace}}}\n"
+        )
+    };
+    // Served through the aggregator before anything is asked of it.
+    let ready = unique_name("ready");
+    app.kubectl(&["create", "namespace", &ready]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !app
+        .kubectl_output(&["create", "-f", "-"], Some(&instance(&ready)))
+        .status
+        .success()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the bound API is never served"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    let refusal = |manifest: String| {
+        let output = app.kubectl_output(&["create", "-f", "-"], Some(&manifest));
+        assert!(!output.status.success(), "created: {manifest}");
+        String::from_utf8_lossy(&output.stderr).to_string()
+    };
+
+    let missing = unique_name("missing");
+    let bound = refusal(instance(&missing));
+    let local = refusal(config_map(&missing));
+    assert!(
+        bound.contains(&format!("namespaces \"{missing}\" not found"))
+            && local.contains(&format!("namespaces \"{missing}\" not found")),
+        "bound: {bound}\nlocal: {local}"
+    );
+    let provider_namespaces = clusters()
+        .provider
+        .kubectl(&["get", "namespaces", "-o", "name"]);
+    assert!(
+        !provider_namespaces.contains(&missing),
+        "{provider_namespaces}"
+    );
+
+    // A namespace held in Terminating by a finalizer.
+    let going = unique_name("going");
+    app.kubectl(&["create", "namespace", &going]);
+    app.kubectl_with_stdin(
+        &["create", "-f", "-"],
+        Some(&format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: keeper, namespace: {going}, finalizers: [bindery.dev/hold]}}\n"
+        )),
+    );
+    app.kubectl(&["delete", "namespace", &going, "--wait=false"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while app.kubectl(&["get", "namespace", &going, "-o", "jsonpath={.status.phase}"])
+        != "Terminating"
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{going} never terminates"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // The state is kept for a moment: long enough ago now.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let bound = refusal(instance(&going));
+    let local = refusal(config_map(&going));
+    let words =
+        format!("unable to create new content in namespace {going} because it is being terminated");
+    assert!(
+        bound.contains("(Forbidden)") && bound.contains(&words) && local.contains(&words),
+        "bound: {bound}\nlocal: {local}"
+    );
+    app.kubectl(&[
+        "-n",
+        &going,
+        "patch",
+        "configmap",
+        "keeper",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ]);
+}

@@ -73,6 +73,7 @@ async fn proxy() -> Proxy {
         shutdown: tokio::sync::watch::channel(false).1,
         access: Some(Access::new(client)),
         quota: bindery::quota::QuotaAdmission::new(Default::default()),
+        fairness: bindery::fairness::Fairness::new(Default::default()),
     }
 }
 

@@ -7,6 +7,10 @@
 //! namespaces a request pre-seeds (`controllers::request`); the RoleBinding
 //! is the one the export controller keeps (`controllers::rbac`), made here
 //! too so that the consumer's first request in the namespace finds it.
+//! Removed with what owns it, its app namespace (`controllers::
+//! app_namespaces`); an export is not its owner (the consumer's exports
+//! share it, and the provider may keep objects of its own there), so
+//! deleting one leaves it.
 
 use crate::api::keys::CONSUMER_NAMESPACE_ANNOTATION;
 use crate::api::{APIServiceNamespace, APIServiceNamespaceSpec};
@@ -94,6 +98,55 @@ pub async fn make(
     api.patch_status(consumer_ns, &PatchParams::default(), &status)
         .await?;
     Ok(())
+}
+
+/// Removes consumer namespace `consumer_ns`'s provider namespace and its
+/// record, once what owned them is gone (the app namespace, or the
+/// consumer's last export): only a namespace bindery made for this
+/// consumer and this consumer namespace (labelled and annotated so); one
+/// kube-bind's backend made, or anything else of that name, stays, with
+/// its record. Whether something was removed.
+pub async fn remove(
+    client: &kube::Client,
+    cluster_ns: &str,
+    consumer: &str,
+    consumer_ns: &str,
+) -> Result<bool, kube::Error> {
+    let records: Api<APIServiceNamespace> = Api::namespaced(client.clone(), cluster_ns);
+    let Some(record) = records.get_opt(consumer_ns).await? else {
+        return Ok(false);
+    };
+    let provider_ns = record
+        .status
+        .as_ref()
+        .and_then(|s| s.namespace.clone())
+        .unwrap_or_else(|| {
+            crate::translate::NamespaceMap::new(cluster_ns).to_provider(consumer_ns)
+        });
+    let namespaces = Api::<Namespace>::all(client.clone());
+    if let Some(namespace) = namespaces.get_opt(&provider_ns).await? {
+        let labels = namespace.metadata.labels.unwrap_or_default();
+        let annotations = namespace.metadata.annotations.unwrap_or_default();
+        let ours = labels.get(CONSUMER_LABEL).map(String::as_str) == Some(consumer)
+            && annotations
+                .get(CONSUMER_NAMESPACE_ANNOTATION)
+                .map(String::as_str)
+                == Some(consumer_ns);
+        if !ours {
+            return Ok(false);
+        }
+        ignore_gone(namespaces.delete(&provider_ns, &Default::default()).await)?;
+    }
+    ignore_gone(records.delete(consumer_ns, &Default::default()).await)?;
+    Ok(true)
+}
+
+fn ignore_gone<T>(result: Result<T, kube::Error>) -> Result<(), kube::Error> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(error) => Err(error),
+    }
 }
 
 fn ignore_exists<T>(result: Result<T, kube::Error>) -> Result<(), kube::Error> {

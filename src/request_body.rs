@@ -33,6 +33,33 @@ where
     }
 }
 
+/// Marks a resource request whose body was larger than kube-apiserver
+/// reads (it is handed on empty): the request is still read in
+/// kube-apiserver's order, which refuses its Accept (406) and Content-Type
+/// (415) before it finds the body too large (`forward::request`).
+#[derive(Clone, Copy, Debug)]
+pub struct TooLarge;
+
+/// A resource request's body, read as [`read`] reads it; one larger than
+/// the limit is handed on empty, with [`TooLarge`] kept in `extensions`.
+pub async fn read_for_resource<B>(
+    body: B,
+    timeout: Duration,
+    extensions: &mut http::Extensions,
+) -> Result<Bytes, ApiError>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    match read(body, MAX_BODY_BYTES, timeout).await {
+        Err(error) if error.code == 413 => {
+            extensions.insert(TooLarge);
+            Ok(Bytes::new())
+        }
+        read => read,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

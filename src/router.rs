@@ -86,12 +86,17 @@ where
             let Some(target) = parts.extensions.remove::<Target>() else {
                 return error(&ApiError::unauthorized());
             };
-            let limit = crate::request_body::MAX_BODY_BYTES;
             let serves = match &path {
                 ApiPath::Resource(request) => workspace_serves(&app, &target, request),
                 _ => false,
             };
-            let response = match read(body, limit).await {
+            let read = crate::request_body::read_for_resource(
+                body,
+                app.body_timeout,
+                &mut parts.extensions,
+            )
+            .await;
+            let response = match read {
                 Ok(body) => {
                     let at = crate::workspace::At::of(consumer, root);
                     crate::workspace::serve(&app, &target, at, path, parts, body).await
@@ -112,7 +117,9 @@ where
     let Some(user) = parts.extensions.get::<User>().cloned() else {
         return error(&ApiError::unauthorized());
     };
-    let body = match read(body, crate::request_body::MAX_BODY_BYTES).await {
+    let read =
+        crate::request_body::read_for_resource(body, app.body_timeout, &mut parts.extensions).await;
+    let body = match read {
         Ok(body) => body,
         Err(refused) => return error(&refused),
     };

@@ -87,7 +87,7 @@ pub fn account() -> Vec<Value> {
                     "verbs": ["get", "list", "watch"]},
                 {"apiGroups": ["kube-bind.io"], "resources": ["apiservicebindings/status"],
                     "verbs": ["get", "update", "patch"]},
-                {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},
+                {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
                 {"apiGroups": ["apiregistration.k8s.io"], "resources": ["apiservices"],
                     "verbs": ["get", "list", "watch"]},
                 // Quota admission: creates of bound objects are charged to
@@ -475,11 +475,12 @@ mod tests {
                     .any(|r| r == "*")
             );
         }
-        // Namespaces are read one by one (NamespaceLifecycle for creates,
-        // the kube-system UID), never listed or watched.
+        // Namespaces are read (NamespaceLifecycle for creates, the
+        // kube-system UID) and watched (provider namespaces follow them),
+        // never written.
         let namespaces = &role["rules"][2];
         assert_eq!(namespaces["resources"], json!(["namespaces"]));
-        assert_eq!(namespaces["verbs"], json!(["get"]));
+        assert_eq!(namespaces["verbs"], json!(["get", "list", "watch"]));
         // Quota admission reads quotas and writes only their status.
         let quotas: Vec<_> = role["rules"]
             .as_array()

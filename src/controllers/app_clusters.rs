@@ -77,11 +77,23 @@ pub struct BindingChanged {
 }
 
 /// Watches the APIServiceBindings of every registered app cluster and
-/// reports each change on `changes`, until dropped. Follows the `app-cluster`
-/// Secrets: a new or changed Secret (re)starts its cluster's watch.
+/// reports each change on `changes`, until dropped.
 pub async fn watch_bindings(
     provider: kube::Client,
     changes: mpsc::UnboundedSender<BindingChanged>,
+) {
+    each_app_cluster(provider, move |client, namespace| {
+        tokio::spawn(watch_one(client, namespace, changes.clone()))
+    })
+    .await
+}
+
+/// Runs `start(client, cluster_namespace)` for every registered app cluster,
+/// until dropped: follows the `app-cluster` Secrets, so a new or changed
+/// Secret (re)starts its cluster's task, and a deleted one stops it.
+pub async fn each_app_cluster(
+    provider: kube::Client,
+    start: impl Fn(kube::Client, String) -> JoinHandle<()>,
 ) {
     let secrets: Api<Secret> = Api::all(provider);
     let config = watcher::Config::default().fields(&format!("metadata.name={SECRET_NAME}"));
@@ -96,9 +108,7 @@ pub async fn watch_bindings(
                     continue;
                 }
                 let task = match client_from(&secret).await {
-                    Ok(client) => {
-                        tokio::spawn(watch_one(client, namespace.clone(), changes.clone()))
-                    }
+                    Ok(client) => start(client, namespace.clone()),
                     Err(error) => {
                         tracing::warn!(%namespace, %error, "app cluster Secret unusable");
                         tokio::spawn(async {})

@@ -12,6 +12,7 @@
 
 pub mod admission;
 pub mod app_clusters;
+pub mod app_namespaces;
 pub mod claim_sync;
 pub mod conditions;
 pub mod deletion;
@@ -109,7 +110,8 @@ pub async fn run(client: kube::Client, options: Options) {
                 export::run(context.clone()),
                 export_status::run(context.clone()),
                 schema::run(context.clone()),
-                claim_sync::run(context.clone())
+                claim_sync::run(context.clone()),
+                app_namespaces::run(context.clone())
             );
         }
     })

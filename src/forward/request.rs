@@ -72,6 +72,8 @@ pub struct Incoming<'a> {
     pub body: &'a [u8],
     /// The resource's kind, for messages about bodies.
     pub kind: &'a str,
+    /// The body was larger than kube-apiserver reads (`body` is empty).
+    pub body_too_large: bool,
 }
 
 impl ApiRequest {
@@ -109,6 +111,16 @@ impl ApiRequest {
         let negotiate = || match verb {
             Verb::Watch => accept::watch_output(accept),
             _ => accept::output(accept),
+        };
+        // A body larger than kube-apiserver reads is found too large where
+        // its handler reads the body: after negotiating the answer's and
+        // the body's media types.
+        let read_whole = || {
+            if incoming.body_too_large {
+                Err(body::too_large())
+            } else {
+                Ok(())
+            }
         };
         let mut body = None;
         let mut patch_error = None;
@@ -162,6 +174,7 @@ impl ApiRequest {
             Verb::Create => {
                 let output = negotiate()?;
                 let media = body::object_media(content_type)?;
+                read_whole()?;
                 let options = WriteOptions::parse(&query, false);
                 validate::write_options(&options, Write::Create)?;
                 let (decoded, warned) = object(media, options.validation())?;
@@ -175,6 +188,7 @@ impl ApiRequest {
                 let options = WriteOptions::parse(&query, false);
                 validate::write_options(&options, Write::Update)?;
                 let media = body::object_media(content_type)?;
+                read_whole()?;
                 let (decoded, warned) = object(media, options.validation())?;
                 checks.update(&decoded)?;
                 warnings = warned;
@@ -187,6 +201,7 @@ impl ApiRequest {
                 let output = negotiate()?;
                 let options = WriteOptions::parse(&query, true);
                 validate::write_options(&options, Write::Patch(patch_type))?;
+                read_whole()?;
                 match body::patch(patch_type, incoming.body, options.validation()) {
                     Ok(decoded) => {
                         warnings = decoded.warnings;
@@ -199,6 +214,7 @@ impl ApiRequest {
             }
             Verb::Delete => {
                 let output = negotiate()?;
+                read_whole()?;
                 let options = delete_options(&query, content_type, incoming.body)?;
                 validate::delete_options(&options)?;
                 (Options::Delete(options), output)
@@ -207,6 +223,7 @@ impl ApiRequest {
                 let output = negotiate()?;
                 let list = ListOptions::parse(&query)?;
                 validate::list_options(&list)?;
+                read_whole()?;
                 let delete = delete_options(&query, content_type, incoming.body)?;
                 validate::delete_options(&delete)?;
                 (Options::DeleteCollection(list, delete), output)
@@ -390,6 +407,7 @@ pub mod testing {
             headers: &map,
             body,
             kind,
+            body_too_large: false,
         };
         ApiRequest::parse_with(&incoming, rules).map(|r| r.expect("a served method"))
     }
@@ -421,6 +439,69 @@ mod tests {
         body: &[u8],
     ) -> Result<ApiRequest, ApiError> {
         testing::parse(method, &resource(name), query, headers, body)
+    }
+
+    /// A request whose body was too large, read as the router hands it on.
+    fn too_large(
+        method: http::Method,
+        name: Option<&str>,
+        headers: &[(&str, &str)],
+    ) -> Result<Option<ApiRequest>, ApiError> {
+        let map: http::HeaderMap = headers
+            .iter()
+            .map(|(k, v)| {
+                (
+                    http::header::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                    v.parse().unwrap(),
+                )
+            })
+            .collect();
+        let resource = resource(name);
+        ApiRequest::parse(&Incoming {
+            method: &method,
+            resource: &resource,
+            query: None,
+            headers: &map,
+            body: &[],
+            kind: "Widget",
+            body_too_large: true,
+        })
+    }
+
+    #[test]
+    fn a_body_too_large_is_found_where_kube_apiserver_reads_it() {
+        let json = ("content-type", "application/json");
+        // After the answer's media type (406) and the body's (415).
+        let error =
+            too_large(http::Method::POST, None, &[json, ("accept", "text/html")]).unwrap_err();
+        assert_eq!(error.code, 406);
+        let error =
+            too_large(http::Method::POST, None, &[("content-type", "text/plain")]).unwrap_err();
+        assert_eq!(error.code, 415);
+        for (method, name, content_type) in [
+            (http::Method::POST, None, "application/json"),
+            (http::Method::PUT, Some("w"), "application/json"),
+            (
+                http::Method::PATCH,
+                Some("w"),
+                "application/merge-patch+json",
+            ),
+            (http::Method::DELETE, Some("w"), "application/json"),
+        ] {
+            let error =
+                too_large(method.clone(), name, &[("content-type", content_type)]).unwrap_err();
+            assert_eq!(
+                (error.code, error.message.as_str()),
+                (413, "Request entity too large: limit is 3145728"),
+                "{method}"
+            );
+        }
+        // A read reads no body.
+        assert!(
+            too_large(http::Method::GET, Some("w"), &[])
+                .unwrap()
+                .is_some()
+        );
     }
 
     #[test]

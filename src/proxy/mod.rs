@@ -150,6 +150,10 @@ impl Proxy {
             headers: &parts.headers,
             body,
             kind: &bound.kind,
+            body_too_large: parts
+                .extensions
+                .get::<crate::request_body::TooLarge>()
+                .is_some(),
         };
         let request = ApiRequest::parse(&incoming)?
             .ok_or_else(|| ApiError::method_not_allowed("", &bound.group, &bound.resource))?;

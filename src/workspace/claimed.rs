@@ -87,6 +87,10 @@ async fn answer(
         headers: &parts.headers,
         body,
         kind: &kind,
+        body_too_large: parts
+            .extensions
+            .get::<crate::request_body::TooLarge>()
+            .is_some(),
     };
     // Read as the app cluster reads it: a built-in kind's request as
     // kube-apiserver reads built-in kinds.

@@ -98,6 +98,7 @@ pub async fn serve(
         headers: &parts.headers,
         body: &[],
         kind,
+        body_too_large: false,
     };
     let mut api =
         ApiRequest::parse(&incoming)?.ok_or_else(|| ApiError::internal("a read without a verb"))?;

@@ -487,6 +487,10 @@ pub async fn serve(
         headers: &parts.headers,
         body: &[],
         kind: &first.kind,
+        body_too_large: parts
+            .extensions
+            .get::<crate::request_body::TooLarge>()
+            .is_some(),
     };
     let api =
         ApiRequest::parse(&incoming)?.ok_or_else(|| ApiError::internal("a list without a verb"))?;

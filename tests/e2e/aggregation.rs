@@ -431,3 +431,62 @@ fn creates_in_app_namespaces_that_are_missing_or_going_are_refused_as_for_a_loca
         r#"{"metadata":{"finalizers":null}}"#,
     ]);
 }
+
+/// An app namespace deleted takes its provider namespace and record with
+/// it (its bound objects went first, through bindery, as the app cluster's
+/// namespace controller deleted them); made again, it works again.
+#[test]
+fn a_provider_namespace_goes_with_its_app_namespace_and_comes_back_with_it() {
+    install_examples();
+    let _guard = app_cluster_binds();
+    let _token = bind_template("postgresql");
+    let app = &clusters().app;
+    let provider = &clusters().provider;
+    let cluster_namespace = app_cluster_namespace();
+    let namespace = unique_name("passing");
+    let instance = format!(
+        "apiVersion: db.example.com/v1\nkind: PostgreSQLInstance\nmetadata: {{name: short-lived, namespace: {namespace}}}\nspec: {{plan: small}}\n"
+    );
+    let wait = |what: &str, done: &mut dyn FnMut() -> bool| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+        while !done() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what}: not after 90 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+    };
+    let provider_namespace = format!("{cluster_namespace}-{namespace}");
+    let provider_has = |args: &[&str]| provider.kubectl_output(args, None).status.success();
+    for round in 0..2 {
+        app.kubectl(&["create", "namespace", &namespace]);
+        wait("the bound API takes the create", &mut || {
+            app.kubectl_output(&["create", "-f", "-"], Some(&instance))
+                .status
+                .success()
+        });
+        assert!(
+            provider_has(&["get", "namespace", &provider_namespace]),
+            "round {round}"
+        );
+        assert!(provider_has(&[
+            "-n",
+            &cluster_namespace,
+            "get",
+            "apiservicenamespace",
+            &namespace
+        ]));
+        app.kubectl(&["delete", "namespace", &namespace, "--timeout=90s"]);
+        wait("the provider namespace goes", &mut || {
+            !provider_has(&["get", "namespace", &provider_namespace])
+        });
+        assert!(!provider_has(&[
+            "-n",
+            &cluster_namespace,
+            "get",
+            "apiservicenamespace",
+            &namespace
+        ]));
+    }
+}

@@ -215,7 +215,12 @@ pub fn home(world: &World, owner: &Owner, shown: &Shown) -> Result<(String, Stri
             }
         },
     };
-    let namespace = format!("{}{consumer}-{}", world.prefix, shown.namespace);
+    // kube-bind's `<cluster-namespace>-<ns>`, or bindery's name for a
+    // namespace too long for that.
+    let namespace = bindery::translate::namespaces::fitted_name(
+        &format!("{}{consumer}", world.prefix),
+        &shown.namespace,
+    );
     Ok((consumer, namespace))
 }
 

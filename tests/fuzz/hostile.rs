@@ -57,6 +57,9 @@ pub struct Context<'a> {
     pub versions: &'a [String],
     /// Whether the door takes writes.
     pub writes: bool,
+    /// A namespace of 63 characters, the longest there is, that this door
+    /// writes in now and then (it exists where the door's reference does).
+    pub maximal_namespace: &'a str,
 }
 
 /// One request.
@@ -326,15 +329,22 @@ impl Context<'_> {
         let collection = self.collection(rng, &read_namespace);
         let object = format!("{collection}/{name}");
         // Writes go to the door's own namespaces, under names it may read
-        // back.
-        let write_namespace = rng.pick(NAMESPACES).to_string();
+        // back; now and then to the longest namespace there is, or to one
+        // no namespace can be.
+        let write_namespace = match rng.below(40) {
+            0 => self.maximal_namespace.to_string(),
+            1 => rng
+                .pick(&["UPPER", "a.b", "-x", &"n".repeat(64)])
+                .to_string(),
+            _ => rng.pick(NAMESPACES).to_string(),
+        };
         let write_collection = self.collection(rng, &write_namespace);
         let write_object = format!("{write_collection}/{}", self.write_name(rng));
         let accept = rng.pick(ACCEPTS).to_string();
         let kind = if self.writes {
-            rng.below(20)
+            rng.below(23)
         } else {
-            rng.below(7)
+            *rng.pick(&[0, 1, 2, 3, 4, 5, 6, 20, 21])
         };
         let (method, path, watch, body, content_type) = match kind {
             0..=2 => ("GET", collection.clone(), false, Vec::new(), None),
@@ -391,6 +401,29 @@ impl Context<'_> {
             17 | 18 => {
                 let (body, content_type) = self.delete_body(rng);
                 ("DELETE", object.clone(), false, body, content_type)
+            }
+            // A subresource no resource has.
+            20 => {
+                let method = *rng.pick(&["GET", "GET", "PUT", "PATCH", "DELETE"]);
+                let sub = format!("made-up-{}", rng.below(1_000_000));
+                let (body, content_type) = match method {
+                    "PUT" => {
+                        let (body, content_type) = self.object_body(rng, &name, &read_namespace);
+                        (body, Some(content_type))
+                    }
+                    "PATCH" => (
+                        b"{}".to_vec(),
+                        Some("application/merge-patch+json".to_string()),
+                    ),
+                    _ => (Vec::new(), None),
+                };
+                (method, format!("{object}/{sub}"), false, body, content_type)
+            }
+            // A method no resource has.
+            21 => {
+                let method = *rng.pick(&["OPTIONS", "PROPFIND", "TRACE", "FOO", "CONNECT"]);
+                let target = if rng.chance(50) { &collection } else { &object };
+                (method, target.clone(), false, Vec::new(), None)
             }
             _ => ("DELETE", collection.clone(), false, Vec::new(), None),
         };
@@ -469,7 +502,56 @@ impl Context<'_> {
         });
         let json = object.to_string();
         let labels_start = json.find("\"labels\"");
-        match rng.below(14) {
+        match rng.below(17) {
+            // Larger than kube-apiserver takes (3 MiB).
+            14 => {
+                let filler = "x".repeat(3 * 1024 * 1024 + 100);
+                (
+                    json.replacen(
+                        "\"spec\":{",
+                        &format!("\"spec\":{{\"filler\":\"{filler}\","),
+                        1,
+                    )
+                    .into_bytes(),
+                    "application/json".into(),
+                )
+            }
+            // Odd unicode: in the name, a label value, the spec.
+            15 => {
+                let odd = *rng.pick(&[
+                    "\u{e9}t\u{e9}",
+                    "\u{202e}x",
+                    "\u{1f600}",
+                    "a\u{301}",
+                    "\u{0}",
+                    "\u{feff}z",
+                ]);
+                let odd = serde_json::to_string(odd).unwrap_or_default();
+                let odd = odd.trim_matches('"');
+                let at = *rng.pick(&["name", "label", "spec"]);
+                let json = match at {
+                    "name" => json.replacen(
+                        &format!("\"name\":\"{name}\""),
+                        &format!("\"name\":\"{name}{odd}\""),
+                        1,
+                    ),
+                    "label" => {
+                        json.replace("\"owner\":\"fuzz\"", &format!("\"owner\":\"fu{odd}zz\""))
+                    }
+                    _ => json.replacen("\"spec\":{", &format!("\"spec\":{{\"text\":\"{odd}\","), 1),
+                };
+                (json.into_bytes(), "application/json".into())
+            }
+            // As deep as Go reads, and one level deeper.
+            16 => {
+                let levels = *rng.pick(&[9_998usize, 9_999]);
+                let deep = format!("{}1{}", "[".repeat(levels), "]".repeat(levels));
+                (
+                    json.replacen("\"spec\":{", &format!("\"spec\":{{\"deep\":{deep},"), 1)
+                        .into_bytes(),
+                    "application/json".into(),
+                )
+            }
             0 => (
                 json.replace("\"owner\":\"fuzz\"", "\"owner\":\"fu\\ud800zz\"")
                     .into_bytes(),

@@ -65,9 +65,16 @@ struct Shared {
 struct Findings {
     requests: usize,
     leaks: Vec<String>,
+    /// bindery's process gone, replaced, or its memory grown without bound.
+    crashes: Vec<String>,
+    /// Status codes (and, for a request refused for its form, words) that
+    /// are not the reference's, and provider side effects the reference has
+    /// none of.
     differences: Vec<String>,
     /// Answers that never came (a stream that does not end is a bug too).
     hangs: Vec<String>,
+    /// Requests whose status was compared with the reference's.
+    compared: usize,
     transport: usize,
 }
 
@@ -80,8 +87,52 @@ struct Door {
     clients: [Client; 2],
     /// A client of the same CRD served directly, for the differential.
     reference: Option<(Client, String)>,
+    /// Whether the reference's answers are compared (else it only gets the
+    /// door's writes, to hold what the door's consumer holds).
+    compare: bool,
+    /// The reference's namespaces for this door's consumer: `<mirror><ns>`
+    /// for each of [`NAMESPACES`].
+    mirror: &'static str,
     writes: bool,
     prefix: &'static str,
+}
+
+/// The longest namespace (63 characters) a door of `mirror`'s consumer
+/// writes in; it exists where that consumer's reference is.
+fn maximal_namespace(mirror: &str) -> String {
+    format!("{mirror}{}", "m".repeat(63 - mirror.len()))
+}
+
+/// `text` (a path, or a body) with the door's namespaces as its reference
+/// has them: each of [`NAMESPACES`] as `<mirror><ns>`.
+fn mirrored(text: &str, mirror: &str) -> String {
+    let mut out = text.to_string();
+    for ns in NAMESPACES {
+        for (from, to) in [
+            (
+                format!("/namespaces/{ns}/"),
+                format!("/namespaces/{mirror}{ns}/"),
+            ),
+            (
+                format!("/namespaces/{ns}?"),
+                format!("/namespaces/{mirror}{ns}?"),
+            ),
+            (
+                format!("\"namespace\":\"{ns}\""),
+                format!("\"namespace\":\"{mirror}{ns}\""),
+            ),
+            (
+                format!("namespace: {ns}\n"),
+                format!("namespace: {mirror}{ns}\n"),
+            ),
+        ] {
+            out = out.replace(&from, &to);
+        }
+        if let Some(stripped) = out.strip_suffix(&format!("/namespaces/{ns}")) {
+            out = format!("{stripped}/namespaces/{mirror}{ns}");
+        }
+    }
+    out
 }
 
 fn main() {
@@ -96,13 +147,18 @@ fn main() {
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let findings = runtime.block_on(run(seed, total));
     println!(
-        "fuzz: {} requests, {} leaks, {} differences, {} hangs (seed {seed}, {} transport errors)",
+        "fuzz: {} requests, {} leaks, {} crashes, {} status differences, {} hangs (seed {seed}, {} compared with kube-apiserver, {} transport errors)",
         findings.requests,
         findings.leaks.len(),
+        findings.crashes.len(),
         findings.differences.len(),
         findings.hangs.len(),
+        findings.compared,
         findings.transport
     );
+    for crash in &findings.crashes {
+        println!("CRASH {crash}");
+    }
     for hang in findings.hangs.iter().take(10) {
         println!("HANG {hang}");
     }
@@ -113,6 +169,7 @@ fn main() {
         println!("DIFFERENCE {difference}");
     }
     let failed = !findings.leaks.is_empty()
+        || !findings.crashes.is_empty()
         || !findings.differences.is_empty()
         || !findings.hangs.is_empty()
         || findings.requests < total * 99 / 100;
@@ -138,8 +195,24 @@ async fn run(seed: u64, total: usize) -> Findings {
             &format!("crd/{CRD}"),
         ]);
     }
-    for ns in NAMESPACES {
-        let _ = reference.kubectl_output(&["create", "namespace", ns], None);
+    // Each consumer with a reference holds its namespaces there apart, so
+    // that what exists is the same on both sides of the comparison.
+    for mirror in ["a-", "c-"] {
+        for ns in NAMESPACES {
+            let _ =
+                reference.kubectl_output(&["create", "namespace", &format!("{mirror}{ns}")], None);
+        }
+        let _ =
+            reference.kubectl_output(&["create", "namespace", &maximal_namespace(mirror)], None);
+    }
+    // The app cluster's namespaces: a create in one it does not have is
+    // refused, as for a local kind.
+    for ns in NAMESPACES
+        .iter()
+        .map(|ns| ns.to_string())
+        .chain([maximal_namespace("c-")])
+    {
+        let _ = app.kubectl_output(&["create", "namespace", &ns], None);
     }
     let a = bindery::bindery().consumer("fuzz-a", CRD, EXPORT);
     let b = bindery::bindery().consumer("fuzz-b", CRD, OTHER_EXPORT);
@@ -210,6 +283,8 @@ async fn run(seed: u64, total: usize) -> Findings {
                 base: format!("/clusters/{}", a.id),
                 clients: pair(&bindery_url, &serving_ca, &certificate(&a)),
                 reference: direct_reference(),
+                compare: true,
+                mirror: "a-",
                 writes: true,
                 prefix: "a-",
             },
@@ -221,7 +296,11 @@ async fn run(seed: u64, total: usize) -> Findings {
                 owner: Owner::Consumer(a.id.clone()),
                 base: format!("/services/export/{EXPORT}/clusters/{}", a.id),
                 clients: pair(&bindery_url, &serving_ca, &controller),
-                reference: None,
+                // What the provider's controllers write in fuzz-a's
+                // namespaces, fuzz-a's reference holds too.
+                reference: direct_reference(),
+                compare: false,
+                mirror: "a-",
                 writes: true,
                 prefix: "w-",
             },
@@ -234,6 +313,8 @@ async fn run(seed: u64, total: usize) -> Findings {
                 base: format!("/clusters/{}", b.id),
                 clients: pair(&bindery_url, &serving_ca, &certificate(&b)),
                 reference: None,
+                compare: false,
+                mirror: "b-",
                 writes: true,
                 prefix: "b-",
             },
@@ -246,6 +327,8 @@ async fn run(seed: u64, total: usize) -> Findings {
                 base: String::new(),
                 clients: pair(&app.server, &app.pki.ca(), &admin(app)),
                 reference: direct_reference(),
+                compare: true,
+                mirror: "c-",
                 writes: true,
                 prefix: "c-",
             },
@@ -258,11 +341,17 @@ async fn run(seed: u64, total: usize) -> Findings {
                 base: format!("/services/export/{EXPORT}/clusters/*"),
                 clients: pair(&bindery_url, &serving_ca, &controller),
                 reference: None,
+                compare: false,
+                mirror: "x-",
                 writes: false,
                 prefix: "x-",
             },
         ),
     ];
+    // bindery's process, before: the same one must answer to the end, its
+    // memory bounded.
+    let process = bindery_process();
+    let memory_before = resident_kib(process);
     // The consumer fuzz-a's two doors share one worker, so that what one
     // shows the other changed in order.
     let mut workers = Vec::new();
@@ -288,7 +377,98 @@ async fn run(seed: u64, total: usize) -> Findings {
     let misstored = check::misstored(&shared.world, &shared.history.lock().unwrap());
     let mut findings = std::mem::take(&mut *shared.findings.lock().unwrap());
     findings.leaks.extend(misstored);
+    let now = bindery_process();
+    if now != process {
+        findings.crashes.push(format!(
+            "bindery's process {process} is gone; {now} serves now"
+        ));
+    }
+    let memory_after = resident_kib(now);
+    println!(
+        "fuzz: bindery's resident memory {memory_before} KiB before, {memory_after} KiB after"
+    );
+    if memory_after > memory_before + MEMORY_GROWTH_KIB {
+        findings.crashes.push(format!(
+            "bindery's memory grew from {memory_before} to {memory_after} KiB"
+        ));
+    }
     findings
+        .differences
+        .extend(side_effects(&consumers[..1], &["a-"]));
+    findings
+        .differences
+        .extend(side_effects(&consumers[2..], &["c-"]));
+    findings
+}
+
+/// How much bindery's resident memory may grow over a run: what its caches
+/// of the run's objects and answers take, well under what a leak per
+/// request (or a stack per deep body) would.
+const MEMORY_GROWTH_KIB: u64 = 512 * 1024;
+
+/// Provider namespaces made for `consumers` (one per mirror) for app
+/// namespaces their reference has none of: a write the reference refused
+/// that made something on the provider anyway.
+fn side_effects(consumers: &[String], mirrors: &[&str]) -> Vec<String> {
+    let provider = &clusters().provider;
+    let mut found = Vec::new();
+    for (consumer, mirror) in consumers.iter().zip(mirrors) {
+        let listed = provider.kubectl(&[
+            "get",
+            "namespaces",
+            "-l",
+            &format!("bindery.dev/consumer={consumer}"),
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.annotations.kube-bind\\.io/consumer-namespace}{\"\\n\"}{end}",
+        ]);
+        let allowed: Vec<String> = NAMESPACES
+            .iter()
+            .map(|ns| ns.to_string())
+            .chain([maximal_namespace(mirror)])
+            .collect();
+        for namespace in listed.lines().filter(|l| !l.is_empty()) {
+            if !allowed.iter().any(|a| a == namespace) {
+                found.push(format!(
+                    "{consumer}: a provider namespace for app namespace {namespace:?}, which its reference has none of"
+                ));
+            }
+        }
+    }
+    found
+}
+
+/// The bindery of this run's process id.
+fn bindery_process() -> u32 {
+    let kubeconfig = clusters().provider.kubeconfig.to_string_lossy().to_string();
+    let output = std::process::Command::new("pgrep")
+        .args([
+            "-f",
+            &format!("bindery serve --provider-kubeconfig {kubeconfig}"),
+        ])
+        .output()
+        .expect("pgrep runs");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.trim().parse().ok())
+        .find(|pid: &u32| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim() == "bindery")
+        })
+        .unwrap_or(0)
+}
+
+/// A process's resident memory.
+fn resident_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 /// Works through `doors`, each for its count of requests, interleaved.
@@ -329,6 +509,7 @@ async fn one(shared: &Shared, rng: &mut hostile::Rng, door: &mut Door) {
         tokens: &tokens,
         versions: &versions,
         writes: door.writes,
+        maximal_namespace: &maximal_namespace(door.mirror),
     };
     let request = context.request(rng);
     let h2 = rng.chance(50);
@@ -382,8 +563,31 @@ async fn one(shared: &Shared, rng: &mut hostile::Rng, door: &mut Door) {
     }
     remember(shared, &values, &shown);
     if let Some((reference, base)) = &mut door.reference {
-        let reference_path = format!("{base}{}", request.path);
-        if let Some(difference) = differs(reference, &request, &reference_path, &answer).await {
+        let mirrored_request = hostile::Request {
+            path: mirrored(&request.path, door.mirror),
+            body: mirrored(&String::from_utf8_lossy(&request.body), door.mirror).into_bytes(),
+            ..request.clone()
+        };
+        // Binary bodies go as they are.
+        let mirrored_request = if std::str::from_utf8(&request.body).is_ok() {
+            mirrored_request
+        } else {
+            hostile::Request {
+                body: request.body.clone(),
+                ..mirrored_request
+            }
+        };
+        let reference_path = format!("{base}{}", mirrored_request.path);
+        let (compared, difference) = differs(
+            reference,
+            &mirrored_request,
+            &reference_path,
+            &answer,
+            door.compare,
+        )
+        .await;
+        shared.findings.lock().unwrap().compared += usize::from(compared);
+        if let Some(difference) = difference {
             shared.findings.lock().unwrap().differences.push(format!(
                 "{}: {} {path} {:?} {:.200}: {difference}",
                 door.name, request.method, request.headers, body
@@ -395,55 +599,86 @@ async fn one(shared: &Shared, rng: &mut hostile::Rng, door: &mut Door) {
     shared_findings.leaks.extend(findings);
 }
 
-/// Whether kube-apiserver serving the CRD directly refuses the same
-/// request otherwise, where either refuses it for its form.
+/// Whether kube-apiserver serving the CRD directly answers the same request
+/// (`request`, in the reference's namespaces) otherwise: another status
+/// code, or, for a request either refuses for its form (400, 406, 413, 415),
+/// other words. The reference holds what the door's consumer holds (it gets
+/// every write bindery took, compared or not), so what exists is the same
+/// on both sides. Not compared, for reasons of their own:
+/// - a continue token (bindery's is sealed, the reference's its own), a
+///   resourceVersion (the provider's, not the reference's), a watch (its
+///   events are timing), a conflict or a deadline either side met (timing);
+/// - what bindery refuses on purpose: `.` and `..` path segments, the
+///   `proxy` verb prefix, its reserved `bindery.dev/` labels, annotations
+///   and selectors, and a method no resource has (405 before anything is
+///   looked up, where kube-apiserver tells existing resources apart) — all
+///   in docs/DESIGN.md;
+/// - an object the provider's administrator planted (the reference has
+///   none).
 async fn differs(
     reference: &mut Client,
     request: &hostile::Request,
     path: &str,
     answer: &client::Answer,
-) -> Option<String> {
+    compare: bool,
+) -> (bool, Option<String>) {
     const FORM: &[u16] = &[400, 406, 413, 415];
-    // Not compared: a continue token is bindery's own (sealed), the
-    // reference's another; a resourceVersion is the provider's, not the
-    // reference's; a watch's events depend on timing; and bindery
-    // refuses `.` and `..` path segments outright, where kube-apiserver
-    // reads them as names (a deliberate difference, see docs/DESIGN.md).
+    const VERBS: &[&str] = &["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"];
     let decoded = percent_decoded(&request.path);
-    if request.path.contains("continue=")
+    let body = String::from_utf8_lossy(&request.body);
+    let excluded = request.path.contains("continue=")
         || request.path.contains("resourceVersion")
         || request.watch
         || decoded
             .split(['/', '?', ' '])
-            .any(|s| s == ".." || s == ".")
-    {
-        return None;
+            .any(|s| s == ".." || s == "." || s == "proxy")
+        || [
+            "bindery.dev/consumer",
+            "bindery.dev/export",
+            "bindery.dev~1export",
+        ]
+        .iter()
+        .any(|reserved| decoded.contains(reserved) || body.contains(reserved))
+        || decoded.contains("planted")
+        || !VERBS.contains(&request.method);
+    let compared = compare && !excluded;
+    let writes =
+        request.method != "GET" && request.method != "HEAD" && VERBS.contains(&request.method);
+    // The reference gets every write bindery took, to hold what the
+    // consumer holds; and every request compared.
+    let taken = writes && (200..300).contains(&answer.status);
+    if !(compared || taken) {
+        return (false, None);
     }
-    let direct = reference
+    let direct = match reference
         .send(request.method, path, &request.headers, &request.body)
         .await
-        .ok()?;
-    // A deadline either side met is timing, not form; a conflict is the
-    // state of an object (a precondition, a resourceVersion), which differs
-    // between the provider and the reference.
-    if [direct.status, answer.status]
-        .iter()
-        .any(|status| *status == 504 || *status == 409)
     {
-        return None;
-    }
-    if !FORM.contains(&direct.status) && !FORM.contains(&answer.status) {
-        return None;
-    }
-    // Whether an object exists differs between the two (objects made
-    // through bindery live on the provider, not the reference).
-    let missing = |a: &client::Answer| {
-        check::decode(&a.content_type, &a.body)
-            .first()
-            .is_some_and(|v| v["reason"] == "NotFound" && v["details"]["name"].is_string())
+        Ok(direct) => direct,
+        // The reference's own transport failing is no finding of bindery's.
+        Err(_) => return (false, None),
     };
-    if missing(&direct) || missing(answer) {
-        return None;
+    if !compared
+        || [direct.status, answer.status]
+            .iter()
+            .any(|status| *status == 504 || *status == 409)
+    {
+        return (false, None);
+    }
+    if direct.status != answer.status {
+        return (
+            true,
+            Some(format!(
+                "bindery {} {:.300}, kube-apiserver {} {:.300}",
+                answer.status,
+                String::from_utf8_lossy(&answer.body),
+                direct.status,
+                String::from_utf8_lossy(&direct.body)
+            )),
+        );
+    }
+    if !FORM.contains(&direct.status) {
+        return (true, None);
     }
     let message = |a: &client::Answer| {
         check::decode(&a.content_type, &a.body)
@@ -452,12 +687,13 @@ async fn differs(
             .unwrap_or_else(|| String::from_utf8_lossy(&a.body).into_owned())
     };
     let (ours, theirs) = (message(answer), message(&direct));
-    (direct.status != answer.status || ours != theirs).then(|| {
+    let words = (ours != theirs).then(|| {
         format!(
             "bindery {} {ours:?}, kube-apiserver {} {theirs:?}",
             answer.status, direct.status
         )
-    })
+    });
+    (true, words)
 }
 
 /// Keeps names, tokens and versions an answer showed, to aim at later.

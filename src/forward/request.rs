@@ -74,6 +74,11 @@ pub struct Incoming<'a> {
     pub kind: &'a str,
     /// The body was larger than kube-apiserver reads (`body` is empty).
     pub body_too_large: bool,
+    /// The field labels the resource has beyond `metadata.name` and
+    /// `metadata.namespace` (a CRD's selectable fields), when known: a
+    /// deletecollection's field selector is checked against them, where
+    /// kube-apiserver converts its field labels.
+    pub field_labels: Option<&'a [String]>,
 }
 
 impl ApiRequest {
@@ -185,10 +190,10 @@ impl ApiRequest {
             }
             Verb::Update => {
                 let output = negotiate()?;
+                read_whole()?;
                 let options = WriteOptions::parse(&query, false);
                 validate::write_options(&options, Write::Update)?;
                 let media = body::object_media(content_type)?;
-                read_whole()?;
                 let (decoded, warned) = object(media, options.validation())?;
                 checks.update(&decoded)?;
                 warnings = warned;
@@ -199,9 +204,9 @@ impl ApiRequest {
                 // The patch's type is checked before anything else.
                 let patch_type = PatchType::of(content_type, rules)?;
                 let output = negotiate()?;
+                read_whole()?;
                 let options = WriteOptions::parse(&query, true);
                 validate::write_options(&options, Write::Patch(patch_type))?;
-                read_whole()?;
                 match body::patch(patch_type, incoming.body, options.validation()) {
                     Ok(decoded) => {
                         warnings = decoded.warnings;
@@ -223,6 +228,9 @@ impl ApiRequest {
                 let output = negotiate()?;
                 let list = ListOptions::parse(&query)?;
                 validate::list_options(&list)?;
+                if let Some(supported) = incoming.field_labels {
+                    validate::field_labels(&list.field_selector, supported)?;
+                }
                 read_whole()?;
                 let delete = delete_options(&query, content_type, incoming.body)?;
                 validate::delete_options(&delete)?;
@@ -408,6 +416,7 @@ pub mod testing {
             body,
             kind,
             body_too_large: false,
+            field_labels: None,
         };
         ApiRequest::parse_with(&incoming, rules).map(|r| r.expect("a served method"))
     }
@@ -465,6 +474,7 @@ mod tests {
             body: &[],
             kind: "Widget",
             body_too_large: true,
+            field_labels: None,
         })
     }
 
@@ -496,6 +506,22 @@ mod tests {
                 "{method}"
             );
         }
+        // An update or a patch reads its body before its options and its
+        // body's media type; a patch's type is checked first of all.
+        let error = too_large(
+            http::Method::PUT,
+            Some("w"),
+            &[("content-type", "text/plain")],
+        )
+        .unwrap_err();
+        assert_eq!(error.code, 413);
+        let error = too_large(
+            http::Method::PATCH,
+            Some("w"),
+            &[("content-type", "text/plain")],
+        )
+        .unwrap_err();
+        assert_eq!(error.code, 415);
         // A read reads no body.
         assert!(
             too_large(http::Method::GET, Some("w"), &[])

@@ -143,6 +143,15 @@ impl Proxy {
             }
             _ => crate::fairness::Held::Seat(self.fairness.seat(&bound.consumer).await?),
         };
+        // A CRD version's selectable fields are field labels too.
+        let field_labels: Vec<String> = served
+            .spec
+            .versions
+            .iter()
+            .filter(|version| version.name == resource.version)
+            .flat_map(|version| version.selectable_fields.iter().flatten())
+            .map(|field| field.json_path.trim_start_matches('.').to_string())
+            .collect();
         let incoming = Incoming {
             method: &parts.method,
             resource,
@@ -154,6 +163,7 @@ impl Proxy {
                 .extensions
                 .get::<crate::request_body::TooLarge>()
                 .is_some(),
+            field_labels: Some(&field_labels),
         };
         let request = ApiRequest::parse(&incoming)?
             .ok_or_else(|| ApiError::method_not_allowed("", &bound.group, &bound.resource))?;

@@ -102,6 +102,27 @@ fn invalid(kind: &str, errors: Vec<FieldError>) -> Result<(), ApiError> {
     ))
 }
 
+/// A field selector's labels converted as kube-apiserver converts a custom
+/// resource's (`ConvertFieldLabel`): `metadata.name`, `metadata.namespace`
+/// and the CRD's selectable fields (`selectable`, without their leading
+/// dot); the first other is its 400.
+pub fn field_labels(selector: &str, selectable: &[String]) -> Result<(), ApiError> {
+    let Ok(fields) = super::selector::parse_field_selector(selector) else {
+        return Ok(());
+    };
+    match fields.terms().iter().find(|term| {
+        term.key != "metadata.name"
+            && term.key != "metadata.namespace"
+            && !selectable.contains(&term.key)
+    }) {
+        Some(term) => Err(ApiError::bad_request(format!(
+            "field label not supported: {}",
+            term.key
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// `SetListOptionsDefaults` (watch-list on, as in v1.34) then
 /// `ValidateListOptions`; `watch` is the `watch` parameter's (the `/watch/`
 /// path prefix does not count here, as it does not in kube-apiserver).
@@ -305,6 +326,22 @@ fn dry_run(values: &[String], errors: &mut Vec<FieldError>) {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_custom_resources_field_labels_are_its_metadata_and_selectable_fields() {
+        let selectable = ["spec.color".to_string()];
+        assert!(field_labels("metadata.name=a,spec.color=red", &selectable).is_ok());
+        // Go sorts a field selector's terms by key: the first unsupported
+        // in that order is named.
+        let error =
+            field_labels("metadata.name=a,status.phase=x,spec.size=s", &selectable).unwrap_err();
+        assert_eq!(
+            (error.code, error.message.as_str()),
+            (400, "field label not supported: spec.size")
+        );
+        assert!(field_labels("", &[]).is_ok());
+    }
+
     use super::*;
     use crate::wire::query::Query;
 

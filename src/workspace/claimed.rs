@@ -91,6 +91,7 @@ async fn answer(
             .extensions
             .get::<crate::request_body::TooLarge>()
             .is_some(),
+        field_labels: None,
     };
     // Read as the app cluster reads it: a built-in kind's request as
     // kube-apiserver reads built-in kinds.

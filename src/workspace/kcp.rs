@@ -99,6 +99,7 @@ pub async fn serve(
         body: &[],
         kind,
         body_too_large: false,
+        field_labels: None,
     };
     let mut api =
         ApiRequest::parse(&incoming)?.ok_or_else(|| ApiError::internal("a read without a verb"))?;

@@ -491,6 +491,7 @@ pub async fn serve(
             .extensions
             .get::<crate::request_body::TooLarge>()
             .is_some(),
+        field_labels: None,
     };
     let api =
         ApiRequest::parse(&incoming)?.ok_or_else(|| ApiError::internal("a list without a verb"))?;

@@ -103,10 +103,11 @@ fn maximal_namespace(mirror: &str) -> String {
     format!("{mirror}{}", "m".repeat(63 - mirror.len()))
 }
 
-/// `text` (a path, or a body) with the door's namespaces as its reference
-/// has them: each of [`NAMESPACES`] as `<mirror><ns>`.
-fn mirrored(text: &str, mirror: &str) -> String {
-    let mut out = text.to_string();
+/// `text` (a path, or a body, whatever its bytes) with the door's
+/// namespaces as its reference has them: each of [`NAMESPACES`] as
+/// `<mirror><ns>`.
+fn mirrored(text: &[u8], mirror: &str) -> Vec<u8> {
+    let mut out = text.to_vec();
     for ns in NAMESPACES {
         for (from, to) in [
             (
@@ -126,12 +127,27 @@ fn mirrored(text: &str, mirror: &str) -> String {
                 format!("namespace: {mirror}{ns}\n"),
             ),
         ] {
-            out = out.replace(&from, &to);
+            out = replace_bytes(&out, from.as_bytes(), to.as_bytes());
         }
-        if let Some(stripped) = out.strip_suffix(&format!("/namespaces/{ns}")) {
-            out = format!("{stripped}/namespaces/{mirror}{ns}");
+        let end = format!("/namespaces/{ns}");
+        if out.ends_with(end.as_bytes()) {
+            out.truncate(out.len() - end.len());
+            out.extend_from_slice(format!("/namespaces/{mirror}{ns}").as_bytes());
         }
     }
+    out
+}
+
+/// `bytes` with every `from` replaced by `to`.
+fn replace_bytes(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut rest = bytes;
+    while let Some(at) = rest.windows(from.len()).position(|w| w == from) {
+        out.extend_from_slice(&rest[..at]);
+        out.extend_from_slice(to);
+        rest = &rest[at + from.len()..];
+    }
+    out.extend_from_slice(rest);
     out
 }
 
@@ -564,18 +580,10 @@ async fn one(shared: &Shared, rng: &mut hostile::Rng, door: &mut Door) {
     remember(shared, &values, &shown);
     if let Some((reference, base)) = &mut door.reference {
         let mirrored_request = hostile::Request {
-            path: mirrored(&request.path, door.mirror),
-            body: mirrored(&String::from_utf8_lossy(&request.body), door.mirror).into_bytes(),
+            path: String::from_utf8_lossy(&mirrored(request.path.as_bytes(), door.mirror))
+                .into_owned(),
+            body: mirrored(&request.body, door.mirror),
             ..request.clone()
-        };
-        // Binary bodies go as they are.
-        let mirrored_request = if std::str::from_utf8(&request.body).is_ok() {
-            mirrored_request
-        } else {
-            hostile::Request {
-                body: request.body.clone(),
-                ..mirrored_request
-            }
         };
         let reference_path = format!("{base}{}", mirrored_request.path);
         let (compared, difference) = differs(
@@ -662,6 +670,8 @@ async fn differs(
         || [direct.status, answer.status]
             .iter()
             .any(|status| *status == 504 || *status == 409)
+        // The reference throttling itself is no finding of bindery's.
+        || direct.status == 429
     {
         return (false, None);
     }

@@ -80,6 +80,16 @@ impl Window {
     }
 
     pub fn push(&mut self, change: Arc<Change>) {
+        // A change older than one already kept breaks the order reverts
+        // rely on (each object's oldest change after a version is found
+        // walking back from the newest): no state before the newest kept
+        // change is told exactly any more, and a continue page at one goes
+        // to the provider instead of showing newer objects.
+        if let Some(last) = self.changes.back()
+            && change.version < last.version
+        {
+            self.exact_from = self.exact_from.max(last.version);
+        }
         if self.changes.len() == self.capacity
             && let Some(dropped) = self.changes.pop_front()
         {
@@ -202,6 +212,49 @@ pub fn bookmark_line(
 
 #[cfg(test)]
 mod tests {
+
+    /// A change kept out of order (a relist's, a watch replayed from an
+    /// older version) leaves no exact state the window would tell wrong:
+    /// a continue page at an earlier version is the provider's to serve.
+    #[test]
+    fn a_change_kept_out_of_order_ends_exact_reverts_before_it() {
+        let stored = |name: &str, version: u64| {
+            Arc::new(Stored::of(
+                &serde_json::json!({"metadata": {"namespace": "n", "name": name,
+                "resourceVersion": version.to_string()}}),
+            ))
+        };
+        let change = |name: &str, version: u64, previous: Option<u64>| {
+            Arc::new(Change {
+                version,
+                kind: if previous.is_some() {
+                    ChangeKind::Modified
+                } else {
+                    ChangeKind::Added
+                },
+                object: stored(name, version),
+                previous: previous.map(|v| stored(name, v)),
+            })
+        };
+        let mut window = Window::new(10, 16);
+        window.push(change("d", 11, None));
+        window.push(change("c", 13, Some(9)));
+        let then = window.reverted_to(10).expect("told exactly");
+        assert_eq!(
+            then["n/c"].as_ref().map(|c| c.key()),
+            Some("n/c".to_string())
+        );
+        assert!(then["n/d"].is_none());
+        // A change at 12 after one at 13: from here on, 10 is not told.
+        window.push(change("e", 12, None));
+        assert!(window.reverted_to(10).is_none());
+        assert!(window.reverted_to(12).is_none());
+        assert!(
+            window.reverted_to(13).is_some(),
+            "the newest state still is"
+        );
+    }
+
     use super::*;
     use serde_json::{Value, json};
 

@@ -260,7 +260,9 @@ impl Reflected {
                     self.dispatch(&mut subscribers, &change);
                     window.push(change);
                 }
-                window.relisted(version);
+                // A list older than what the store had seen tells no state
+                // before the newer of the two exactly.
+                window.relisted(version.max(old.resource_version()));
                 Cached { store, window }
             }
         };

@@ -389,7 +389,13 @@ fn scale_only(value: Value) -> Value {
 /// A `Status` of the fields kube-apiserver writes, its text in the caller's
 /// terms; `None` when `value` is no Status.
 pub fn status_up(view: &dyn View, value: &Value) -> Option<Value> {
-    if value.get("kind").and_then(Value::as_str) != Some("Status") {
+    // kube-apiserver's timeout filter writes its 504 as a bare Status (no
+    // kind, no apiVersion: `json.Encoder` of `ErrStatus`); it is answered
+    // as it came.
+    let bare_failure = value.get("kind").is_none()
+        && value.get("status").and_then(Value::as_str) == Some("Failure")
+        && value.get("code").is_some_and(Value::is_i64);
+    if value.get("kind").and_then(Value::as_str) != Some("Status") && !bare_failure {
         return None;
     }
     let mut status = value.as_object()?.clone();
@@ -744,5 +750,25 @@ mod tests {
                 let _ = answer_up(&Mine, &shape(expected), status, &body);
             }
         }
+    }
+
+    #[test]
+    fn a_bare_timeout_status_is_answered_as_it_came() {
+        let bare = json!({"metadata": {}, "status": "Failure",
+            "message": "Timeout: request did not complete within the allotted timeout",
+            "reason": "Timeout", "details": {}, "code": 504});
+        assert_eq!(status_up(&Mine, &bare), Some(bare.clone()));
+        assert_eq!(
+            status_up(&Mine, &json!({"metadata": {}, "code": 504})),
+            None,
+            "no failure"
+        );
+        assert_eq!(
+            status_up(
+                &Mine,
+                &json!({"kind": "Widget", "status": "Failure", "code": 1})
+            ),
+            None
+        );
     }
 }

@@ -193,7 +193,25 @@ impl Proxy {
             held,
             request,
         };
-        exchange.run().await
+        let deadline = exchange.deadline;
+        exchange
+            .run()
+            .await
+            .map_err(|failure| timed_out(failure, deadline))
+    }
+}
+
+/// A provider that could not be reached, or whose answer broke off, once
+/// the request's time was up: the request timed out, and is answered as
+/// kube-apiserver answers one that did (its timeout filter's 504; the
+/// provider itself resets a stream it had begun to answer when its own
+/// deadline passes).
+fn timed_out(failure: Failure, deadline: tokio::time::Instant) -> Failure {
+    match failure {
+        Failure::Api(error) if error.code == 503 && tokio::time::Instant::now() >= deadline => {
+            Failure::Api(ApiError::timeout())
+        }
+        failure => failure,
     }
 }
 
@@ -737,7 +755,9 @@ impl Exchange<'_> {
         };
         let status = response.status();
         let warnings = self.warnings(response.headers());
-        let json = is_json(response.headers());
+        // An error may come as text that is a Status (kube-apiserver's
+        // timeout filter writes its 504 so): it is read as one, or refused.
+        let json = is_json(response.headers()) || !status.is_success();
         let bytes = read(response).await?;
         if !json {
             return Err(self.unreadable());

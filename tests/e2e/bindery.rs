@@ -206,6 +206,18 @@ impl Consumer {
         kube::Client::try_from(config).expect("consumer client")
     }
 
+    /// A client as [`Self::client`] that sends each request once: what
+    /// bindery answered, a 429 or 504 included, is what the test sees.
+    pub async fn client_without_retries(&self) -> kube::Client {
+        let kubeconfig =
+            kube::config::Kubeconfig::read_from(&self.kubeconfig).expect("consumer kubeconfig");
+        let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .expect("consumer config");
+        config.default_retry = false;
+        kube::Client::try_from(config).expect("consumer client")
+    }
+
     /// Waits until bindery's catalog serves `<plural>.<group>` to this consumer.
     fn wait_until_served(&self, group: &str, plural: &str) {
         let path = format!("{}/apis/{group}/v1/{plural}", self.base_url);

@@ -771,7 +771,7 @@ fn provisioned(consumer: &Consumer, namespace: &str) -> (Vec<String>, bool) {
 /// shared bindery.
 async fn collection_of(consumer: &Consumer, namespace: &str) -> Door {
     Door {
-        client: consumer.client().await,
+        client: consumer.client_without_retries().await,
         collection: format!("/apis/{GROUP}/v1/namespaces/{namespace}/depths"),
     }
 }
@@ -991,4 +991,36 @@ async fn a_provider_namespace_gone_while_bindery_knew_it_is_made_again() {
         text.contains("\"second\"") && !text.contains("\"first\""),
         "{text}"
     );
+}
+
+/// A deletecollection that outlasts its timeout is answered as
+/// kube-apiserver answers one, 504 `Timeout`, never a 500 (the provider's
+/// own answer then is a bare Status, or a reset stream).
+#[tokio::test]
+async fn a_long_deletecollection_is_answered_as_kube_apiserver_answers_it() {
+    install_crd();
+    let consumer = bindery().consumer("contain-long", CRD, EXPORT);
+    let door = collection_of(&consumer, "many").await;
+    for i in 0..60 {
+        let created = door
+            .send("POST", "", &[JSON], object(&format!("o{i}"), 3, ""))
+            .await;
+        assert_eq!(created.status, 201, "{}", created.text());
+    }
+    // A deadline no deletion of 60 objects meets.
+    let answer = door.send("DELETE", "?timeout=1ms", &[], Vec::new()).await;
+    assert_eq!(answer.status, 504, "{}", answer.text());
+    assert!(
+        answer
+            .text()
+            .contains(r#""message":"Timeout: request did not complete within the allotted timeout","reason":"Timeout""#),
+        "{}",
+        answer.text()
+    );
+    // bindery and the collection serve on; a deletion without the short
+    // deadline takes what is left.
+    let listed = door.send("GET", "", &[], Vec::new()).await;
+    assert_eq!(listed.status, 200, "{}", listed.text());
+    let deleted = door.send("DELETE", "", &[], Vec::new()).await;
+    assert_eq!(deleted.status, 200, "{}", deleted.text());
 }

@@ -224,7 +224,7 @@ struct ServeArgs {
     #[arg(long, default_value_t = bindery::server::idle::KUBE_APISERVER_IDLE_TIMEOUT.as_secs())]
     idle_connection_timeout: u64,
     /// Make each consumer's gets and writes as its own provider-side ServiceAccount
-    /// (`kube-binder` in its cluster namespace), so that the provider's RBAC and admission
+    /// (`bindery-consumer` in its cluster namespace), so that the provider's RBAC and admission
     /// hold what it can do (`BINDERY_IMPERSONATE`). Needs `impersonate` on those
     /// ServiceAccounts and on the user extra `bindery.dev/export`.
     #[arg(long, env = "BINDERY_IMPERSONATE", default_value_t = true, action = clap::ArgAction::Set)]

@@ -1,10 +1,12 @@
 //! The provider's own admission as the last word on identity: a
 //! ValidatingAdmissionPolicy that refuses any write made as a consumer's
-//! account (`kube-binder` in its cluster namespace, as bindery impersonates
-//! it) unless the object it results in carries exactly that consumer's
-//! identity and the identity of the export the write was made for (the
-//! `bindery.dev/export` user extra bindery sets), and unless the object it
-//! changes or deletes carried them already. kube-apiserver evaluates it on
+//! account (`bindery-consumer` in its cluster namespace, as bindery
+//! impersonates it) unless it names one export (the `bindery.dev/export`
+//! user extra bindery sets), the object it results in carries exactly that
+//! consumer's identity and that export's, and the object it changes or
+//! deletes carried them already. Writes of any other account, kube-bind's
+//! konnector (`kube-binder` in the same namespaces) among them, are not
+//! its business. kube-apiserver evaluates it on
 //! the object as the write leaves it, so it holds whatever the request was
 //! (any patch type, any body), even where bindery's translation had a bug.
 
@@ -69,6 +71,11 @@ pub fn policy(prefix: &str) -> Value {
                 )},
             ],
             "validations": [
+                {
+                    "expression": "variables.export != ''",
+                    "message": "a consumer's write names the export it is made for",
+                    "reason": "Forbidden",
+                },
                 {
                     "expression": format!(
                         "request.operation == 'DELETE' || ({})",
@@ -142,12 +149,16 @@ mod tests {
             condition.contains("'system:serviceaccount:kube-bind-'"),
             "{condition}"
         );
-        assert!(condition.contains("':kube-binder'"), "{condition}");
+        assert!(condition.contains("':bindery-consumer'"), "{condition}");
+        assert!(!condition.contains("kube-binder"), "{condition}");
         let validations = spec.validations.unwrap();
-        assert_eq!(validations.len(), 2);
-        for validation in &validations {
+        assert_eq!(validations.len(), 3);
+        assert_eq!(validations[0].expression, "variables.export != ''");
+        for validation in &validations[1..] {
             assert!(validation.expression.contains("'kube-bind-' + "));
             assert!(validation.expression.contains("bindery.dev/export"));
+        }
+        for validation in &validations {
             assert_eq!(validation.reason.as_deref(), Some("Forbidden"));
         }
         let _: ValidatingAdmissionPolicyBinding = serde_json::from_value(binding()).unwrap();

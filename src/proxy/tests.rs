@@ -499,7 +499,7 @@ fn slow_rbac(granted_at: std::time::Duration, refusal: &'static str) -> (Proxy, 
             return json_response(200, &object);
         }
         let message = if refusal.is_empty() {
-            "widgets.example.com \"w\" is forbidden: User \"system:serviceaccount:kube-bind-c1:kube-binder\" cannot update resource \"widgets\" in API group \"example.com\" in the namespace \"kube-bind-c1-ns\""
+            "widgets.example.com \"w\" is forbidden: User \"system:serviceaccount:kube-bind-c1:bindery-consumer\" cannot update resource \"widgets\" in API group \"example.com\" in the namespace \"kube-bind-c1-ns\""
         } else {
             refusal
         };

@@ -190,7 +190,7 @@ mod tests {
             user,
             (
                 "impersonate-user",
-                "system:serviceaccount:kube-bind-c1:kube-binder".into()
+                "system:serviceaccount:kube-bind-c1:bindery-consumer".into()
             )
         );
         assert_eq!(extra.0, "impersonate-extra-bindery.dev%2fexport");

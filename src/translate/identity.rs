@@ -14,8 +14,12 @@ pub const CONSUMER_LABEL: &str = "bindery.dev/consumer";
 
 /// The provider-side ServiceAccount, in a consumer's cluster namespace, that
 /// the consumer's requests are made as (impersonated), and whose RBAC
-/// covers only that consumer's namespaces and exported resources.
-pub const CONSUMER_SERVICE_ACCOUNT: &str = "kube-binder";
+/// covers only that consumer's namespaces and exported resources. It is
+/// bindery's own: kube-bind's konnector runs as `kube-binder` in the same
+/// namespaces, with a token kube-bind handed the app cluster, so bindery
+/// neither grants that account anything nor holds its writes to bindery's
+/// identity.
+pub const CONSUMER_SERVICE_ACCOUNT: &str = "bindery-consumer";
 
 /// The user extra, set by impersonation, that names the export a
 /// consumer's request is for; the provider's admission policy holds each

@@ -95,7 +95,7 @@ pub(crate) fn answered(name: &str) -> Value {
 }
 
 fn can_i(account_namespace: &str, args: &[&str]) -> bool {
-    let subject = format!("system:serviceaccount:{account_namespace}:kube-binder");
+    let subject = format!("system:serviceaccount:{account_namespace}:bindery-consumer");
     let mut all = vec!["auth", "can-i", "--as", &subject];
     all.extend_from_slice(args);
     let output = clusters().provider.kubectl_output(&all, None);

@@ -140,21 +140,33 @@ pub fn cluster_of(env: &str, name: &'static str, prefix: &str) -> Result<Cluster
 /// the shared ones: another consumer, that no other test binds into. It
 /// stops with this test run.
 pub fn own_app_cluster(tag: &str) -> Cluster {
+    own_cluster(tag, "app", "APP")
+}
+
+/// A provider cluster of one test's own (in `target/e2e-<tag>-provider-run`),
+/// for a test whose programs act on every object of a provider (kube-bind's
+/// backend) and so must not share one with the other tests.
+#[allow(dead_code)] // not every binary that includes the fixture runs one
+pub fn own_provider_cluster(tag: &str) -> Cluster {
+    own_cluster(&format!("{tag}-provider"), "provider", "PROVIDER")
+}
+
+fn own_cluster(tag: &str, name: &'static str, prefix: &str) -> Cluster {
     let run_dir = repo_root().join(format!("target/{}-{tag}-run", test_binary_name()));
     let output = cluster_script("up", &run_dir)
         .arg("--owner-pid")
         .arg(std::process::id().to_string())
-        .args(["--cluster", "app"])
+        .args(["--cluster", name])
         .stderr(Stdio::inherit())
         .output()
         .expect("cluster.sh runs");
     assert!(
         output.status.success(),
-        "cluster.sh up for {tag}'s app cluster failed ({}); its log tail is above",
+        "cluster.sh up for {tag}'s {name} cluster failed ({}); its log tail is above",
         output.status
     );
-    cluster_of(&String::from_utf8_lossy(&output.stdout), "app", "APP")
-        .unwrap_or_else(|reason| panic!("{tag}'s app cluster: {reason}"))
+    cluster_of(&String::from_utf8_lossy(&output.stdout), name, prefix)
+        .unwrap_or_else(|reason| panic!("{tag}'s {name} cluster: {reason}"))
 }
 
 /// `conformance/cluster/cluster.sh <command> --run-dir <run_dir>`, with this

@@ -231,7 +231,7 @@ async fn a_namespace_mapped_to_another_consumers_is_refused_by_the_provider() {
             !body.contains("kube-bind"),
             "{method} names the provider: {body}"
         );
-        assert!(!body.contains("kube-binder"), "{method}: {body}");
+        assert!(!body.contains("bindery-consumer"), "{method}: {body}");
     }
     let object = stored(&victim, "theirs");
     assert_eq!(object["spec"]["value"], "kept", "{object}");
@@ -308,7 +308,7 @@ async fn the_admission_policy_holds_writes_made_as_a_consumer() {
         .unwrap();
     let provider_ns = format!("{}-shared", consumer.cluster_namespace);
     let account = format!(
-        "system:serviceaccount:{}:kube-binder",
+        "system:serviceaccount:{}:bindery-consumer",
         consumer.cluster_namespace
     );
     // As the provider's administrator impersonating the consumer's account,

@@ -27,6 +27,7 @@ mod hostile;
 mod impersonation;
 mod kcp;
 mod kube_bind_crds;
+mod kube_bind_live;
 mod leader;
 mod lifecycle;
 mod migrate;

@@ -97,3 +97,78 @@ fn kube_binds_requests_and_exports_are_left_to_kube_bind() {
     );
     provider.kubectl(&["delete", "namespace", &namespace, "--wait=false"]);
 }
+
+/// Installing bindery leaves kube-bind's konnectors writing: its admission
+/// policy holds bindery's own consumer accounts (`bindery-consumer`) to
+/// bindery's identity labels, and leaves the account kube-bind gives each
+/// konnector (`kube-binder` in the same cluster namespaces) alone (issue
+/// 33, finding 0: the konnector was denied 27 times in its first second).
+#[test]
+fn kube_binds_konnector_account_writes_beside_bindery_and_bindery_accounts_do_not() {
+    install_examples();
+    let provider = &clusters().provider;
+    // The policy is in force (bindery's leader applies it at start).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !provider
+        .kubectl_output(
+            &[
+                "get",
+                "validatingadmissionpolicybinding",
+                "bindery.dev-identity",
+            ],
+            None,
+        )
+        .status
+        .success()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "bindery's admission policy never appeared"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let namespace = format!("kube-bind-{}", unique_name("kb"));
+    provider.kubectl(&["create", "namespace", &namespace]);
+    for account in ["kube-binder", "bindery-consumer"] {
+        provider.kubectl(&[
+            "-n",
+            &namespace,
+            "create",
+            "rolebinding",
+            account,
+            "--clusterrole=edit",
+            &format!("--serviceaccount={namespace}:{account}"),
+        ]);
+    }
+    let create_as = |account: &str, name: &str| {
+        let output = provider.kubectl_output(
+            &[
+                "-n",
+                &namespace,
+                "create",
+                "configmap",
+                name,
+                &format!("--as=system:serviceaccount:{namespace}:{account}"),
+            ],
+            None,
+        );
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    // What the konnector writes (a ConfigMap as it syncs a claimed one, no
+    // bindery label): admitted, at once and again.
+    for name in ["synced-1", "synced-2"] {
+        let (admitted, error) = create_as("kube-binder", name);
+        assert!(admitted, "kube-bind's konnector account refused: {error}");
+    }
+    // bindery's own account with no export and no labels: refused.
+    let (admitted, error) = create_as("bindery-consumer", "unlabelled");
+    assert!(
+        !admitted,
+        "bindery's consumer account wrote an unlabelled object"
+    );
+    assert!(error.contains("bindery.dev-identity"), "{error}");
+    provider.kubectl(&["delete", "namespace", &namespace, "--wait=false"]);
+}

@@ -51,6 +51,7 @@ impl World {
             "bindery.dev/export".into(),
             "bindery.dev/consumer".into(),
             "kube-binder".into(),
+            "bindery-consumer".into(),
         ]);
         tokens.sort();
         tokens.dedup();

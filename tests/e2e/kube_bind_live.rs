@@ -1,0 +1,446 @@
+//! kube-bind v0.8.2's own backend and konnector, built from their Go module
+//! by `hack/kube-bind`, beside bindery on one provider: a binding made the
+//! way kube-bind makes one keeps syncing once bindery (its controllers and
+//! its admission policy) is installed. The provider is this test's own,
+//! since kube-bind's backend acts on every kube-bind object of a provider.
+
+use crate::bindery::bindery;
+use crate::fixture::{Cluster, own_app_cluster, own_provider_cluster, repo_root, scratch_dir};
+use base64::Engine;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A program this test started, stopped when the test ends however it ends.
+struct Running {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Running {
+    fn start(name: &str, command: &mut Command) -> Running {
+        let log = scratch_dir().join(format!("kube-bind-live-{name}.log"));
+        let file = std::fs::File::create(&log).expect("a log file");
+        let child = command
+            .stdout(Stdio::from(file.try_clone().expect("the log file")))
+            .stderr(Stdio::from(file))
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+        Running { child, log }
+    }
+
+    /// The last lines of what the program logged.
+    fn tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The directory holding kube-bind's `konnector` and `backend`, built (or
+/// found in the cache) by `hack/kube-bind`.
+fn kube_bind_binaries() -> PathBuf {
+    let output = Command::new(repo_root().join("hack/kube-bind"))
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("hack/kube-bind runs");
+    assert!(
+        output.status.success(),
+        "hack/kube-bind could not build kube-bind's konnector and backend ({}); its log is above",
+        output.status
+    );
+    let dir = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+    for program in ["konnector", "backend"] {
+        assert!(
+            dir.join(program).is_file(),
+            "no {program} in {}",
+            dir.display()
+        );
+    }
+    dir
+}
+
+/// Waits until `check` is true, at most `seconds`; panics with `what` and
+/// the logs of `programs`.
+fn wait_for(what: &str, seconds: u64, programs: &[&Running], mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    while !check() {
+        if Instant::now() > deadline {
+            let logs: Vec<String> = programs
+                .iter()
+                .map(|p| format!("--- {}:\n{}", p.log.display(), p.tail()))
+                .collect();
+            panic!("{what}: not within {seconds} s\n{}", logs.join("\n"));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn get_json(cluster: &Cluster, args: &[&str]) -> Option<Value> {
+    let mut all = vec!["get"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["-o", "json"]);
+    let output = cluster.kubectl_output(&all, None);
+    output
+        .status
+        .success()
+        .then(|| serde_json::from_slice(&output.stdout).expect("JSON"))
+}
+
+fn apply(cluster: &Cluster, object: &Value) {
+    cluster.kubectl_with_stdin(&["apply", "-f", "-"], Some(&object.to_string()));
+}
+
+/// Applies the CRDs of folder `crds` to `cluster` and waits until they serve.
+fn install_crds(cluster: &Cluster, crds: &Path) {
+    cluster.kubectl(&[
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-f",
+        &crds.to_string_lossy(),
+    ]);
+    cluster.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "-f",
+        &crds.to_string_lossy(),
+    ]);
+}
+
+/// bindery's CRDs, and bindery with its controllers, on `provider`.
+fn install_bindery(provider: &Cluster) -> Running {
+    install_crds(provider, &repo_root().join("deploy/crds"));
+    Running::start(
+        "bindery",
+        Command::new(env!("CARGO_BIN_EXE_bindery"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .arg("--provider-kubeconfig")
+            .arg(&provider.kubeconfig)
+            .arg("--pki")
+            .arg(&bindery().pki)
+            .env("RUST_LOG", "warn,bindery=info,kube_client=off"),
+    )
+}
+
+/// The provider's server and CA, from its admin kubeconfig.
+fn server_and_ca(provider: &Cluster) -> (String, String) {
+    let config: Value = serde_json::from_str(&provider.kubectl(&[
+        "config",
+        "view",
+        "--raw",
+        "--minify",
+        "--flatten",
+        "-o",
+        "json",
+    ]))
+    .expect("kubeconfig JSON");
+    let cluster = &config["clusters"][0]["cluster"];
+    (
+        cluster["server"].as_str().expect("a server").to_string(),
+        cluster["certificate-authority-data"]
+            .as_str()
+            .expect("CA data")
+            .to_string(),
+    )
+}
+
+/// What kube-bind's backend makes when an app cluster binds (its
+/// `HandleResources`): the cluster namespace, the ClusterBinding, the
+/// `kube-binder` ServiceAccount with a token and the binder role, and the
+/// kubeconfig for the konnector. Returns that kubeconfig.
+fn kube_bind_cluster_namespace(provider: &Cluster, namespace: &str) -> String {
+    provider.kubectl_with_stdin(
+        &["apply", "-f", "-"],
+        Some(
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace,
+            "annotations": {"backend.kube-bind.io/identity": namespace,
+                "backend.kube-bind.io/author": "kube-bind-live-test"}}})
+            .to_string(),
+        ),
+    );
+    for object in [
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "kube-binder", "namespace": namespace}}),
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+            "metadata": {"name": "kube-binder", "namespace": namespace,
+                "annotations": {"kubernetes.io/service-account.name": "kube-binder"}}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "kube-binder"},
+        "rules": [
+            {"apiGroups": ["kube-bind.io"], "resources": ["apiserviceexportrequests", "apiservicenamespaces"],
+                "verbs": ["create", "delete", "patch", "update", "get", "list", "watch"]},
+            {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "watch", "list"]},
+            {"apiGroups": ["kube-bind.io"], "resources": ["clusterbindings", "apiserviceexports"],
+                "verbs": ["get", "watch", "list"]},
+            {"apiGroups": ["kube-bind.io"], "resources": ["clusterbindings/status", "apiserviceexports/status"],
+                "verbs": ["get", "patch", "update"]},
+            {"apiGroups": ["kube-bind.io"], "resources": ["boundschemas"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["kube-bind.io"], "resources": ["boundschemas/status"],
+                "verbs": ["get", "list", "patch", "update"]},
+        ]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "kube-binder", "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kube-binder"},
+            "subjects": [{"kind": "ServiceAccount", "name": "kube-binder", "namespace": namespace}]}),
+    ] {
+        apply(provider, &object);
+    }
+    let mut token = String::new();
+    wait_for("the kube-binder token", 60, &[], || {
+        token = provider.kubectl(&[
+            "-n",
+            namespace,
+            "get",
+            "secret",
+            "kube-binder",
+            "-o",
+            "jsonpath={.data.token}",
+        ]);
+        !token.is_empty()
+    });
+    let token = String::from_utf8(
+        base64::engine::general_purpose::STANDARD
+            .decode(token.trim())
+            .expect("the token is base64"),
+    )
+    .expect("the token is text");
+    let (server, ca) = server_and_ca(provider);
+    let kubeconfig = json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "provider", "cluster": {"server": server, "certificate-authority-data": ca}}],
+        "users": [{"name": "kube-binder", "user": {"token": token}}],
+        "contexts": [{"name": "default", "context": {"cluster": "provider", "user": "kube-binder", "namespace": namespace}}],
+        "current-context": "default",
+    })
+    .to_string();
+    apply(
+        provider,
+        &json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "kubeconfig", "namespace": namespace},
+            "stringData": {"kubeconfig": kubeconfig}}),
+    );
+    apply(
+        provider,
+        &json!({"apiVersion": "kube-bind.io/v1alpha2", "kind": "ClusterBinding",
+            "metadata": {"name": "cluster", "namespace": namespace,
+                "annotations": {"backend.kube-bind.io/identity": namespace}},
+            "spec": {"providerPrettyName": "kube-bind-live",
+                "kubeconfigSecretRef": {"name": "kubeconfig", "key": "kubeconfig"}}}),
+    );
+    kubeconfig
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+}
+
+/// kube-bind's konnector, bound through kube-bind's backend to a provider
+/// where bindery runs (same cluster-namespace prefix, `kube-bind-`, the
+/// closest the two can be), syncs an app object up, its spec changes after
+/// it, and the provider's status down: bindery's admission leaves the
+/// konnector's account alone (issue 33, finding 0: it was denied 27 times
+/// in its first second), and bindery's controllers leave kube-bind's
+/// request and export to kube-bind's backend.
+#[test]
+fn kube_binds_own_konnector_and_backend_keep_syncing_where_bindery_runs() {
+    let binaries = kube_bind_binaries();
+    let provider = own_provider_cluster("kube-bind-live");
+    let app = own_app_cluster("kube-bind-live");
+    // A provider that ran kube-bind has its CRDs; installing bindery
+    // applies bindery's over those they share.
+    install_crds(&provider, &binaries.join("crds"));
+    let bindery = install_bindery(&provider);
+    wait_for("bindery's admission policy", 90, &[&bindery], || {
+        get_json(
+            &provider,
+            &["validatingadmissionpolicybinding", "bindery.dev-identity"],
+        )
+        .is_some()
+    });
+
+    // The service, as a kube-bind provider offers it.
+    let crd = repo_root().join("deploy/examples/postgresql-crd.yaml");
+    provider.kubectl(&["apply", "-f", &crd.to_string_lossy()]);
+    provider.kubectl(&[
+        "label",
+        "crd",
+        "postgresqlinstances.db.example.com",
+        "kube-bind.io/exported=true",
+    ]);
+    let backend = Running::start(
+        "backend",
+        Command::new(binaries.join("backend"))
+            .arg("--kubeconfig")
+            .arg(&provider.kubeconfig)
+            .args([
+                "--namespace-prefix=kube-bind-",
+                "--frontend-disabled",
+                "--listen-address=127.0.0.1:0",
+            ]),
+    );
+
+    // The binding, as kube-bind's backend and CLI make it.
+    let cluster_namespace = "kube-bind-live";
+    let kubeconfig = kube_bind_cluster_namespace(&provider, cluster_namespace);
+    apply(
+        &provider,
+        &json!({"apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExportRequest",
+            "metadata": {"name": "postgresqlinstances.db.example.com", "namespace": cluster_namespace},
+            "spec": {"resources": [{"group": "db.example.com", "resource": "postgresqlinstances",
+                "versions": ["v1"]}]}}),
+    );
+    wait_for(
+        "kube-bind's backend makes the export",
+        120,
+        &[&backend, &bindery],
+        || {
+            get_json(
+                &provider,
+                &[
+                    "-n",
+                    cluster_namespace,
+                    "apiserviceexportrequest",
+                    "postgresqlinstances.db.example.com",
+                ],
+            )
+            .is_some_and(|r| r["status"]["phase"] == "Succeeded")
+        },
+    );
+    app.kubectl(&["create", "namespace", "kube-bind"]);
+    apply(
+        &app,
+        &json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "kubeconfig-live", "namespace": "kube-bind"},
+            "stringData": {"kubeconfig": kubeconfig}}),
+    );
+    let binding = json!({"apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceBinding",
+        "metadata": {"name": "postgresqlinstances.db.example.com"},
+        "spec": {"kubeconfigSecretRef": {"namespace": "kube-bind", "name": "kubeconfig-live",
+            "key": "kubeconfig"}}});
+    let konnector_kubeconfig = scratch_dir().join("kube-bind-live-app.kubeconfig");
+    write(
+        &konnector_kubeconfig,
+        &std::fs::read_to_string(&app.kubeconfig).expect("the app kubeconfig"),
+    );
+    let konnector = Running::start(
+        "konnector",
+        Command::new(binaries.join("konnector"))
+            .arg("--kubeconfig")
+            .arg(&konnector_kubeconfig)
+            .env("POD_NAMESPACE", "kube-system")
+            .env("POD_NAME", "konnector-live"),
+    );
+    // The konnector installs kube-bind's CRDs in the app cluster.
+    wait_for(
+        "the konnector's APIServiceBinding CRD",
+        120,
+        &[&konnector],
+        || get_json(&app, &["crd", "apiservicebindings.kube-bind.io"]).is_some(),
+    );
+    app.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/apiservicebindings.kube-bind.io",
+    ]);
+    apply(&app, &binding);
+    let programs = [&konnector, &backend, &bindery];
+    wait_for(
+        "the konnector serves the bound CRD in the app cluster",
+        120,
+        &programs,
+        || {
+            get_json(&app, &["crd", "postgresqlinstances.db.example.com"]).is_some_and(|crd| {
+                crd["status"]["conditions"].as_array().is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c["type"] == "Established" && c["status"] == "True")
+                })
+            })
+        },
+    );
+
+    // An app object goes up as kube-bind puts it: in the cluster namespace's
+    // provider namespace, marked with the cluster namespace.
+    app.kubectl(&["create", "namespace", "shop"]);
+    apply(
+        &app,
+        &json!({"apiVersion": "db.example.com/v1", "kind": "PostgreSQLInstance",
+            "metadata": {"name": "orders", "namespace": "shop"},
+            "spec": {"plan": "small"}}),
+    );
+    let mut upstream = Value::Null;
+    wait_for("the konnector syncs the object up", 120, &programs, || {
+        let all = get_json(&provider, &["postgresqlinstances", "-A"]).expect("a list");
+        match all["items"].as_array().and_then(|items| {
+            items.iter().find(|item| {
+                item["metadata"]["name"] == "orders"
+                    && item["metadata"]["annotations"]["kube-bind.io/cluster-namespace"]
+                        == cluster_namespace
+            })
+        }) {
+            Some(item) => {
+                upstream = item.clone();
+                true
+            }
+            None => false,
+        }
+    });
+    let provider_namespace = upstream["metadata"]["namespace"]
+        .as_str()
+        .expect("a namespace")
+        .to_string();
+    // A spec change goes up too, and the provider's status comes down.
+    app.kubectl(&[
+        "-n",
+        "shop",
+        "patch",
+        "postgresqlinstance",
+        "orders",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"plan":"large"}}"#,
+    ]);
+    wait_for("the konnector syncs the spec change", 60, &programs, || {
+        get_json(
+            &provider,
+            &["-n", &provider_namespace, "postgresqlinstance", "orders"],
+        )
+        .is_some_and(|o| o["spec"]["plan"] == "large")
+    });
+    provider.kubectl(&[
+        "-n",
+        &provider_namespace,
+        "patch",
+        "postgresqlinstance",
+        "orders",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"phase":"Ready"}}"#,
+    ]);
+    wait_for("the konnector syncs the status down", 60, &programs, || {
+        get_json(&app, &["-n", "shop", "postgresqlinstance", "orders"])
+            .is_some_and(|o| o["status"]["phase"] == "Ready")
+    });
+    // Nothing of kube-bind's was refused by bindery's admission.
+    for program in [&konnector, &backend] {
+        let log = std::fs::read_to_string(&program.log).unwrap_or_default();
+        assert!(
+            !log.contains("bindery.dev-identity"),
+            "bindery's admission refused kube-bind ({}):\n{}",
+            program.log.display(),
+            program.tail()
+        );
+    }
+}

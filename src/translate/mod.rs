@@ -15,6 +15,7 @@ pub mod continue_token;
 pub mod fields;
 pub mod identity;
 pub mod kcp;
+pub mod kube_bind_marks;
 pub mod namespaces;
 pub mod objects;
 pub mod owners;

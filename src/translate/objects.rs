@@ -7,6 +7,7 @@
 use super::binding::BoundResource;
 use super::identity::is_reserved_label;
 use super::kcp;
+use super::kube_bind_marks;
 use super::owners::{OWNER_REFERENCES_ANNOTATION, references_down, references_up};
 use serde_json::{Map, Value};
 
@@ -21,10 +22,12 @@ pub enum Refusal {
 
 pub use crate::forward::answer::Visibility;
 
-/// Rewrites a consumer object into provider terms, in place. `with_labels` is
-/// false for bodies without labels of their own (a Scale).
+/// Rewrites a consumer object of the request's `namespace` into provider
+/// terms, in place. `with_labels` is false for bodies without labels of
+/// their own (a Scale).
 pub fn object_down(
     bound: &BoundResource,
+    namespace: Option<&str>,
     object: &mut Value,
     with_labels: bool,
 ) -> Result<(), Refusal> {
@@ -40,12 +43,13 @@ pub fn object_down(
     let Some(metadata) = metadata.as_object_mut() else {
         return Ok(());
     };
-    metadata_down(bound, metadata, with_labels)
+    metadata_down(bound, namespace, metadata, with_labels)
 }
 
 /// Rewrites an object's `metadata` into provider terms, in place.
 pub fn metadata_down(
     bound: &BoundResource,
+    namespace: Option<&str>,
     metadata: &mut Map<String, Value>,
     with_labels: bool,
 ) -> Result<(), Refusal> {
@@ -73,9 +77,24 @@ pub fn metadata_down(
                 key: OWNER_REFERENCES_ANNOTATION.into(),
             });
         }
+        if let Some(key) = kube_bind_marks::set_by_consumer(metadata) {
+            return Err(Refusal::ReservedAnnotation {
+                name,
+                key: key.into(),
+            });
+        }
         // Accepted and ignored, as kcp ignores it: never stored.
         kcp::unmark(metadata);
         stamp_labels(bound, metadata);
+        let consumer_namespace = match bound.namespaced {
+            true => namespace.unwrap_or_default(),
+            false => "",
+        };
+        kube_bind_marks::stamp(
+            metadata,
+            bound.namespaces.cluster_namespace(),
+            consumer_namespace,
+        );
         references_down(
             &bound.provider_kinds,
             bound.namespaces.cluster_namespace(),
@@ -162,6 +181,7 @@ pub fn object_up(bound: &BoundResource, object: &mut Value, with_labels: bool) -
     }
     if with_labels {
         strip_labels(metadata);
+        kube_bind_marks::strip(metadata);
         references_up(
             &bound.provider_kinds,
             bound.namespaces.cluster_namespace(),
@@ -250,7 +270,7 @@ mod tests {
         let w = widgets();
         let mut object = json!({"apiVersion": "example.com/v1", "kind": "Widget",
             "metadata": {"name": "a", "namespace": "ns", "labels": {"app": "x"}}});
-        object_down(&w, &mut object, true).unwrap();
+        object_down(&w, Some("ns"), &mut object, true).unwrap();
         assert_eq!(object["metadata"]["namespace"], "kube-bind-c1-ns");
         assert_eq!(object["metadata"]["labels"]["app"], "x");
         assert_eq!(
@@ -274,7 +294,7 @@ mod tests {
             json!({"metadata": null}),
             json!({"metadata": {"name": "a", "labels": null}}),
         ] {
-            object_down(&w, &mut object, true).unwrap();
+            object_down(&w, Some("ns"), &mut object, true).unwrap();
             assert_eq!(object["metadata"]["labels"]["bindery.dev/consumer"], "c1");
         }
     }
@@ -284,7 +304,7 @@ mod tests {
         let w = widgets();
         for labels in [json!("x"), json!([]), json!(1)] {
             let mut object = json!({"metadata": {"name": "a", "labels": labels.clone()}});
-            object_down(&w, &mut object, true).unwrap();
+            object_down(&w, Some("ns"), &mut object, true).unwrap();
             assert_eq!(object["metadata"]["labels"], labels);
         }
     }
@@ -293,7 +313,7 @@ mod tests {
     fn reserved_labels_are_refused() {
         let mut object = json!({"metadata": {"name": "a", "labels": {"bindery.dev/export": "x"}}});
         assert_eq!(
-            object_down(&widgets(), &mut object, true),
+            object_down(&widgets(), Some("ns"), &mut object, true),
             Err(Refusal::ReservedLabel {
                 name: "a".into(),
                 key: "bindery.dev/export".into()
@@ -307,7 +327,7 @@ mod tests {
         let mut object = json!({"metadata": {"name": "a",
             "annotations": {OWNER_REFERENCES_ANNOTATION: "[]"}}});
         assert_eq!(
-            object_down(&w, &mut object, true),
+            object_down(&w, Some("ns"), &mut object, true),
             Err(Refusal::ReservedAnnotation {
                 name: "a".into(),
                 key: OWNER_REFERENCES_ANNOTATION.into()
@@ -331,7 +351,7 @@ mod tests {
         let written = json!({"apiVersion": "example.com/v1", "kind": "Widget",
             "metadata": {"name": "a", "namespace": "ns", "ownerReferences": references}});
         let mut object = written.clone();
-        object_down(&w, &mut object, true).unwrap();
+        object_down(&w, Some("ns"), &mut object, true).unwrap();
         assert_eq!(
             object["metadata"]["ownerReferences"],
             json!([references[1]])
@@ -346,7 +366,7 @@ mod tests {
         let mut other_export = widgets();
         other_export.identity = crate::translate::IdentityHash::of_secret(b"export-2");
         let mut object = json!({"metadata": {"name": "a", "namespace": "ns"}});
-        object_down(&other_export, &mut object, true).unwrap();
+        object_down(&other_export, Some("ns"), &mut object, true).unwrap();
         assert_eq!(object_up(&w, &mut object.clone(), true), Visibility::Hidden);
 
         let mut unlabelled = json!({"metadata": {"name": "a", "namespace": "kube-bind-c1-ns"}});
@@ -361,7 +381,7 @@ mod tests {
     fn cluster_scoped_names_are_prefixed() {
         let g = gadgets();
         let mut object = json!({"metadata": {"generateName": "g-"}});
-        object_down(&g, &mut object, true).unwrap();
+        object_down(&g, None, &mut object, true).unwrap();
         assert_eq!(object["metadata"]["generateName"], "kube-bind-c1-g-");
         object["metadata"]["name"] = json!("kube-bind-c1-g-x1");
         assert_eq!(object_up(&g, &mut object, true), Visibility::Visible);
@@ -370,17 +390,60 @@ mod tests {
     }
 
     #[test]
+    fn objects_go_up_with_kube_bind_s_marks_and_come_back_without_them() {
+        use crate::translate::kube_bind_marks::{
+            CLUSTER_NAMESPACE_ANNOTATION, CONSUMER_NAMESPACE_ANNOTATION,
+        };
+        let w = widgets();
+        let mut object = json!({"metadata": {"name": "a", "namespace": "ns",
+            "annotations": {"keep": "me"}}});
+        object_down(&w, Some("ns"), &mut object, true).unwrap();
+        assert_eq!(
+            object["metadata"]["annotations"],
+            json!({"keep": "me", CLUSTER_NAMESPACE_ANNOTATION: "kube-bind-c1",
+                CONSUMER_NAMESPACE_ANNOTATION: "ns"})
+        );
+        assert_eq!(object_up(&w, &mut object, true), Visibility::Visible);
+        assert_eq!(object["metadata"]["annotations"], json!({"keep": "me"}));
+        // A cluster-scoped object has no consumer namespace.
+        let g = gadgets();
+        let mut object = json!({"metadata": {"name": "g"}});
+        object_down(&g, None, &mut object, true).unwrap();
+        assert_eq!(
+            object["metadata"]["annotations"][CONSUMER_NAMESPACE_ANNOTATION],
+            ""
+        );
+        assert_eq!(object_up(&g, &mut object, true), Visibility::Visible);
+        assert!(object["metadata"].get("annotations").is_none(), "{object}");
+        // A consumer cannot set them.
+        let mut forged = json!({"metadata": {"name": "a",
+            "annotations": {CLUSTER_NAMESPACE_ANNOTATION: "kube-bind-other"}}});
+        assert_eq!(
+            object_down(&w, Some("ns"), &mut forged, true),
+            Err(Refusal::ReservedAnnotation {
+                name: "a".into(),
+                key: CLUSTER_NAMESPACE_ANNOTATION.into()
+            })
+        );
+        // A Scale carries none.
+        let mut scale = json!({"metadata": {"name": "a", "namespace": "ns"}});
+        object_down(&w, Some("ns"), &mut scale, false).unwrap();
+        assert!(scale["metadata"].get("annotations").is_none(), "{scale}");
+    }
+
+    #[test]
     fn the_kcp_cluster_is_dropped_on_the_way_down_and_set_by_bindery_in_the_workspace() {
         let mut w = widgets();
         w.namespaces.insert("default", "kube-bind-c1-default");
         let mut object = json!({"metadata": {"name": "a", "namespace": "",
             "annotations": {"kcp.io/cluster": "someone-else", "keep": "me"}}});
-        object_down(&w, &mut object, true).unwrap();
-        assert_eq!(
-            object["metadata"]["annotations"],
-            json!({"keep": "me"}),
-            "a caller's kcp cluster is never stored"
+        object_down(&w, Some("ns"), &mut object, true).unwrap();
+        let annotations = &object["metadata"]["annotations"];
+        assert!(
+            annotations.get("kcp.io/cluster").is_none(),
+            "a caller's kcp cluster is never stored: {annotations}"
         );
+        assert_eq!(annotations["keep"], "me");
         let stored = |annotation: &str| {
             let mut object = json!({"metadata": {"name": "a", "namespace": "kube-bind-c1-default",
                 "annotations": {"kcp.io/cluster": annotation}}});
@@ -420,7 +483,7 @@ mod tests {
             ..gadgets()
         };
         let mut object = json!({"metadata": {"name": "g", "namespace": "whatever"}});
-        object_down(&g, &mut object, true).unwrap();
+        object_down(&g, None, &mut object, true).unwrap();
         assert_eq!(object["metadata"]["name"], "g", "the name is kept");
         assert_eq!(object["metadata"]["namespace"], "kube-bind-c1");
         assert_eq!(object_up(&g, &mut object, true), Visibility::Visible);

@@ -130,12 +130,22 @@ pub fn request_down(
     match &request.body {
         Some(Body::Object(object)) => {
             let mut object = object.clone();
-            object_down(bound, &mut object, with_labels)?;
+            object_down(
+                bound,
+                resource.namespace.as_deref(),
+                &mut object,
+                with_labels,
+            )?;
             body = Some(json_body(&object));
         }
         Some(Body::Patch(PatchType::Apply, config)) => {
             let mut config = config.clone();
-            object_down(bound, &mut config, with_labels)?;
+            object_down(
+                bound,
+                resource.namespace.as_deref(),
+                &mut config,
+                with_labels,
+            )?;
             let bytes = serde_json::to_vec(&config).expect("a JSON value serializes");
             body = Some((PatchType::Apply.content_type(), bytes));
         }
@@ -209,7 +219,7 @@ pub fn update_down(
     object: &mut Value,
 ) -> Result<(&'static str, Vec<u8>), Refusal> {
     let with_labels = resource.subresource.as_deref() != Some("scale");
-    object_down(bound, object, with_labels)?;
+    object_down(bound, resource.namespace.as_deref(), object, with_labels)?;
     Ok(json_body(object))
 }
 

@@ -908,6 +908,22 @@ mod tests {
         assert_eq!(decode(b"  7 ").unwrap().value, json!(7));
     }
 
+    /// `value` with every negative zero made 0: Go reads the literal `-0`
+    /// as the integer 0 (kube-apiserver keeps integers as int64), where
+    /// serde_json keeps the float -0.0.
+    fn without_negative_zero(value: Value) -> Value {
+        match value {
+            Value::Number(n) if n.as_f64() == Some(0.0) => json!(0),
+            Value::Array(items) => items.into_iter().map(without_negative_zero).collect(),
+            Value::Object(map) => Value::Object(
+                map.into_iter()
+                    .map(|(k, v)| (k, without_negative_zero(v)))
+                    .collect(),
+            ),
+            other => other,
+        }
+    }
+
     proptest! {
         /// Anything serde_json reads, this reads to the same value.
         #[test]
@@ -915,7 +931,10 @@ mod tests {
             if let Ok(expected) = serde_json::from_str::<Value>(&body) {
                 let ours = decode(body.as_bytes());
                 if let Ok(ours) = &ours {
-                    prop_assert_eq!(&ours.value, &expected);
+                    prop_assert_eq!(
+                        without_negative_zero(ours.value.clone()),
+                        without_negative_zero(expected)
+                    );
                 } else {
                     // Only floats serde keeps that Go cannot.
                     prop_assert!(matches!(ours, Err(JsonError::Number(_))), "{:?}", ours);

@@ -172,3 +172,115 @@ fn kube_binds_konnector_account_writes_beside_bindery_and_bindery_accounts_do_no
     assert!(error.contains("bindery.dev-identity"), "{error}");
     provider.kubectl(&["delete", "namespace", &namespace, "--wait=false"]);
 }
+
+/// An object a consumer makes through bindery carries the annotations
+/// kube-bind's konnector puts on every object it syncs up
+/// (`kube-bind.io/cluster-namespace`, `kube-bind.io/consumer-namespace`),
+/// so a provider controller written for kube-bind finds it; the consumer
+/// never sees them and cannot set them (issue 33, finding 7).
+#[test]
+fn objects_made_through_bindery_carry_kube_binds_marks_the_consumer_never_sees() {
+    use crate::workspace::consumer_kubectl;
+    install_examples();
+    let consumer = crate::bindery::bindery().consumer(
+        &unique_name("marks"),
+        "postgresqlinstances.db.example.com",
+        "pg-marks",
+    );
+    let object = json!({"apiVersion": "db.example.com/v1", "kind": "PostgreSQLInstance",
+        "metadata": {"name": "orders", "namespace": "shop", "annotations": {"team": "a"}},
+        "spec": {"plan": "small"}});
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let output = consumer_kubectl(&consumer, &["apply", "-f", "-"], Some(&object.to_string()));
+        if output.status.success() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the consumer's create: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let provider_namespace = format!("{}-shop", consumer.cluster_namespace);
+    let stored = get(&provider_namespace, "postgresqlinstance", "orders");
+    let annotations = &stored["metadata"]["annotations"];
+    assert_eq!(
+        annotations["kube-bind.io/cluster-namespace"], consumer.cluster_namespace,
+        "{stored}"
+    );
+    assert_eq!(
+        annotations["kube-bind.io/consumer-namespace"], "shop",
+        "{stored}"
+    );
+    assert_eq!(annotations["team"], "a", "{stored}");
+    // The consumer's own read, with its managed fields: none of them.
+    let read = consumer_kubectl(
+        &consumer,
+        &[
+            "-n",
+            "shop",
+            "get",
+            "postgresqlinstance",
+            "orders",
+            "-o",
+            "json",
+            "--show-managed-fields",
+        ],
+        None,
+    );
+    let read_text = String::from_utf8_lossy(&read.stdout);
+    assert!(
+        read.status.success(),
+        "{}",
+        String::from_utf8_lossy(&read.stderr)
+    );
+    assert!(!read_text.contains("kube-bind.io/"), "{read_text}");
+    assert!(read_text.contains("\"team\": \"a\""), "{read_text}");
+    // A consumer's edit keeps them; setting one is refused.
+    let edited = consumer_kubectl(
+        &consumer,
+        &[
+            "-n",
+            "shop",
+            "annotate",
+            "postgresqlinstance",
+            "orders",
+            "team=b",
+            "--overwrite",
+        ],
+        None,
+    );
+    assert!(
+        edited.status.success(),
+        "{}",
+        String::from_utf8_lossy(&edited.stderr)
+    );
+    let stored = get(&provider_namespace, "postgresqlinstance", "orders");
+    assert_eq!(stored["metadata"]["annotations"]["team"], "b", "{stored}");
+    assert_eq!(
+        stored["metadata"]["annotations"]["kube-bind.io/cluster-namespace"],
+        consumer.cluster_namespace,
+        "{stored}"
+    );
+    let forged = consumer_kubectl(
+        &consumer,
+        &[
+            "-n",
+            "shop",
+            "annotate",
+            "postgresqlinstance",
+            "orders",
+            "kube-bind.io/cluster-namespace=kube-bind-someone-else",
+            "--overwrite",
+        ],
+        None,
+    );
+    assert!(!forged.status.success(), "a consumer set kube-bind's mark");
+    let error = String::from_utf8_lossy(&forged.stderr);
+    assert!(
+        error.contains("metadata.annotations[kube-bind.io/cluster-namespace]"),
+        "{error}"
+    );
+}

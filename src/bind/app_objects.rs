@@ -67,6 +67,22 @@ pub fn binding_crd() -> Value {
     crd
 }
 
+/// Whether an installed APIServiceBinding CRD (its JSON, without `kind`
+/// and `apiVersion` as kube-rs reads it) declares what bindery's binding
+/// sets: `spec.permissionClaims` at the version bindery writes. Pure.
+pub fn binding_crd_is_bindery_s(crd: &Value) -> bool {
+    crd["spec"]["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|version| version["name"] == "v1alpha2")
+        .any(|version| {
+            version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+                .get("permissionClaims")
+                .is_some()
+        })
+}
+
 /// The account and its permissions.
 pub fn account() -> Vec<Value> {
     vec![
@@ -314,6 +330,21 @@ pub fn claims_role_name(export: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kube_bind_s_binding_crd_is_told_from_bindery_s() {
+        let ours = binding_crd();
+        assert!(binding_crd_is_bindery_s(&ours));
+        let mut kube_bind_s = ours.clone();
+        for version in kube_bind_s["spec"]["versions"].as_array_mut().unwrap() {
+            version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+                .as_object_mut()
+                .unwrap()
+                .remove("permissionClaims");
+        }
+        assert!(!binding_crd_is_bindery_s(&kube_bind_s));
+        assert!(!binding_crd_is_bindery_s(&serde_json::json!({"spec": 1})));
+    }
 
     fn inputs<'a>(gvs: &'a [GroupVersion], claims: &'a [PermissionClaim]) -> BindingInputs<'a> {
         BindingInputs {

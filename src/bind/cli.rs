@@ -442,7 +442,7 @@ async fn register(
     timeout: Duration,
 ) -> Result<Registration> {
     create_if_missing(app, &app_objects::namespace()).await?;
-    create_if_missing(app, &app_objects::binding_crd()).await?;
+    install_binding_crd(app).await?;
     for object in app_objects::account() {
         apply(app, &object).await?;
     }
@@ -542,6 +542,29 @@ fn account_kubeconfig(config: &kube::Config, token: &str) -> Result<String> {
         "users": [{"name": app_objects::ACCOUNT, "user": {"token": token}}],
     });
     Ok(serde_yaml::to_string(&kubeconfig)?)
+}
+
+/// Makes the APIServiceBinding CRD bindery's: created when missing; one
+/// kube-bind installed (it lacks `spec.permissionClaims`, which kube-apiserver
+/// would refuse on bindery's binding as a field not declared in schema) gets
+/// bindery's schema, a superset of kube-bind's, without bindery's labels, so
+/// that unbinding never removes a CRD kube-bind's own bindings still use.
+async fn install_binding_crd(app: &kube::Client) -> Result<()> {
+    let crd = app_objects::binding_crd();
+    let (resource, _, name) = locate(&crd)?;
+    let Some(existing) = dynamic(app, &resource, None).get_opt(&name).await? else {
+        return create_if_missing(app, &crd).await;
+    };
+    if app_objects::binding_crd_is_bindery_s(&existing.data) {
+        return Ok(());
+    }
+    let mut schema_only = crd;
+    if let Some(metadata) = schema_only["metadata"].as_object_mut() {
+        metadata.remove("labels");
+    }
+    apply(app, &schema_only).await?;
+    eprintln!("The app cluster's APIServiceBinding CRD (kube-bind's) now has bindery's fields too");
+    Ok(())
 }
 
 async fn apply(app: &kube::Client, object: &Value) -> Result<()> {

@@ -47,7 +47,7 @@ impl Drop for Running {
 
 /// The directory holding kube-bind's `konnector` and `backend`, built (or
 /// found in the cache) by `hack/kube-bind`.
-fn kube_bind_binaries() -> PathBuf {
+pub(crate) fn kube_bind_binaries() -> PathBuf {
     let output = Command::new(repo_root().join("hack/kube-bind"))
         .stderr(Stdio::inherit())
         .output()

@@ -17,7 +17,7 @@
 
 use crate::binder::{binder_token, bindery_command_for, succeeded};
 use crate::bindery::bindery;
-use crate::fixture::{clusters, own_app_cluster, repo_root, unique_name};
+use crate::fixture::{clusters, own_app_cluster, unique_name};
 use bindery::controllers::naming::cluster_namespace;
 use bindery::translate::identity::EXPORT_LABEL;
 use serde_json::{Value, json};
@@ -151,7 +151,10 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
     // The app cluster, as kube-bind's CLI and konnector leave it.
     app.kubectl_with_stdin(&["apply", "-f", "-"], Some(&crd().to_string()));
     app.kubectl(&["wait", "--for=condition=Established", "crd", CRD]);
-    let binding_crd = repo_root().join("deploy/crds/apiservicebindings.kube-bind.io.yaml");
+    // kube-bind's own APIServiceBinding CRD (v0.8.2), as its konnector
+    // installs it: without bindery's `spec.permissionClaims`.
+    let binding_crd = crate::kube_bind_live::kube_bind_binaries()
+        .join("crds/kube-bind.io_apiservicebindings.yaml");
     app.kubectl(&["apply", "-f", binding_crd.to_str().unwrap()]);
     app.kubectl(&[
         "wait",

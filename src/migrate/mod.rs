@@ -22,6 +22,7 @@
 //! 4 ([`interrupt`]), to show that running it again finishes it.
 
 pub mod interrupt;
+pub mod konnectors;
 pub mod plan;
 
 use crate::api::{APIServiceExport, BoundSchema};
@@ -33,6 +34,7 @@ use anyhow::{Context as _, Result, anyhow, bail};
 use interrupt::StopAfter;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use konnectors::LeaseWatch;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use plan::{KONNECTOR_FINALIZER, Key, Mover, identity_labels};
@@ -100,9 +102,10 @@ pub async fn migrate(options: MigrateOptions) -> Result<()> {
         move_.cluster_namespace
     );
     move_.stop_konnector().await?;
+    let konnectors = move_.no_konnector_runs().await?;
     move_.stop.step_done(1)?;
     for export in &exports {
-        move_.move_export(export).await?;
+        move_.move_export(export, &konnectors).await?;
     }
     eprintln!(
         "Done{how}. Next, as a provider administrator: `bindery bind <bindery URL> --export \
@@ -176,7 +179,34 @@ impl Move {
         .await
     }
 
-    async fn move_export(&self, name: &str) -> Result<()> {
+    /// Watches the app cluster's konnector Leases for [`konnectors::WATCH`]
+    /// and stops the move when any konnector runs (one another Deployment
+    /// runs, say): it would delete the provider copies as the CRD goes.
+    async fn no_konnector_runs(&self) -> Result<LeaseWatch> {
+        let watch = LeaseWatch::start(&self.app).await?;
+        if !self.dry_run {
+            eprintln!(
+                "1. no other konnector: watching the app cluster's `{}` Leases for {} s",
+                konnectors::KONNECTOR_LEASE,
+                konnectors::WATCH.as_secs()
+            );
+            self.refuse_running_konnectors(&watch).await?;
+        }
+        Ok(watch)
+    }
+
+    async fn refuse_running_konnectors(&self, watch: &LeaseWatch) -> Result<()> {
+        let running = watch.running(&self.app).await?;
+        if !running.is_empty() {
+            bail!(
+                "a kube-bind konnector still runs in the app cluster ({}): stop every                  konnector of this app cluster, then run the move again; nothing was removed",
+                running.join("; ")
+            );
+        }
+        Ok(())
+    }
+
+    async fn move_export(&self, name: &str, konnectors: &LeaseWatch) -> Result<()> {
         let exports: Api<APIServiceExport> =
             Api::namespaced(self.provider.clone(), &self.cluster_namespace);
         let export = exports.get_opt(name).await?.ok_or_else(|| {
@@ -189,7 +219,8 @@ impl Move {
         self.stop.step_done(2)?;
         for resource in &export.spec.resources {
             let crd_name = resource.group_resource().to_string();
-            self.move_resource(&crd_name, hash.as_ref()).await?;
+            self.move_resource(&crd_name, hash.as_ref(), konnectors)
+                .await?;
         }
         self.remove_kube_bind_binding(name).await
     }
@@ -266,7 +297,12 @@ impl Move {
     }
 
     /// Steps 3 and 4 for one resource (CRD `crd_name`).
-    async fn move_resource(&self, crd_name: &str, hash: Option<&IdentityHash>) -> Result<()> {
+    async fn move_resource(
+        &self,
+        crd_name: &str,
+        hash: Option<&IdentityHash>,
+        konnectors: &LeaseWatch,
+    ) -> Result<()> {
         let provider_resource = storage_resource(&self.provider, crd_name)
             .await?
             .ok_or_else(|| anyhow!("the provider has no CRD {crd_name}"))?;
@@ -326,6 +362,9 @@ impl Move {
         if self.dry_run {
             return Ok(());
         }
+        // A konnector started since step 1 would delete every provider copy
+        // as the CRD goes.
+        self.refuse_running_konnectors(konnectors).await?;
         for (done, key) in plan.unfinalize.iter().enumerate() {
             let api = api_for(&self.app, &app_resource, key);
             let Some(object) = api.get_opt(&key.name).await? else {

@@ -13,13 +13,13 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A program this test started, stopped when the test ends however it ends.
-struct Running {
+pub(crate) struct Running {
     child: Child,
     log: PathBuf,
 }
 
 impl Running {
-    fn start(name: &str, command: &mut Command) -> Running {
+    pub(crate) fn start(name: &str, command: &mut Command) -> Running {
         let log = scratch_dir().join(format!("kube-bind-live-{name}.log"));
         let file = std::fs::File::create(&log).expect("a log file");
         let child = command
@@ -31,7 +31,7 @@ impl Running {
     }
 
     /// The last lines of what the program logged.
-    fn tail(&self) -> String {
+    pub(crate) fn tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(30)..].join("\n")

@@ -556,3 +556,73 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
         provider.kubectl(&["delete", "namespace", namespace, "--wait=false"]);
     }
 }
+
+/// A konnector that still runs, whatever its Deployment is called, stops
+/// the move at step 1, before anything is taken over or removed: it would
+/// delete every provider copy as the app cluster's CRD goes (issue 33,
+/// finding 4: a second konnector deleted all six copies and `migrate`
+/// printed `Done`). kube-bind v0.8.2's own konnector runs here as a process.
+#[test]
+fn a_konnector_still_running_stops_the_move_before_anything_is_removed() {
+    use crate::kube_bind_live::{Running, kube_bind_binaries};
+    let binaries = kube_bind_binaries();
+    let app = own_app_cluster("migrate-konnector");
+    let konnector = Running::start(
+        "migrate-konnector",
+        Command::new(binaries.join("konnector"))
+            .arg("--kubeconfig")
+            .arg(&app.kubeconfig)
+            .env("POD_NAMESPACE", "kube-system")
+            .env("POD_NAME", "another-konnector"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !app
+        .kubectl_output(&["-n", "kube-system", "get", "lease", "kube-bind"], None)
+        .status
+        .success()
+        || !app
+            .kubectl_output(&["get", "crd", "apiservicebindings.kube-bind.io"], None)
+            .status
+            .success()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the konnector never took its Lease or installed its CRDs:\n{}",
+            konnector.tail()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    app.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/apiservicebindings.kube-bind.io",
+    ]);
+    let export = unique_name("widgets");
+    app.kubectl_with_stdin(
+        &["apply", "-f", "-"],
+        Some(
+            &json!({"apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceBinding",
+                "metadata": {"name": export},
+                "spec": {"kubeconfigSecretRef": {"namespace": "kube-bind",
+                    "name": "kubeconfig-nowhere", "key": "kubeconfig"}}})
+            .to_string(),
+        ),
+    );
+    let started = Instant::now();
+    let (moved, log) = migrate(&app.kubeconfig, &[]);
+    assert!(
+        !moved,
+        "the move went on beside a running konnector:\n{log}"
+    );
+    assert!(
+        log.contains("a kube-bind konnector still runs in the app cluster")
+            && log.contains("Lease kube-system/kube-bind was renewed"),
+        "{log}"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_secs(20),
+        "the Leases were watched for less than the konnector holds one"
+    );
+    assert!(!log.contains("2. "), "it went past step 1:\n{log}");
+    app.kubectl(&["get", "apiservicebinding", &export]);
+}

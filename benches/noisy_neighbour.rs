@@ -35,6 +35,11 @@ const NAMESPACE: &str = "neighbour";
 const GROUP: &str = "db.example.com";
 const PLURAL: &str = "postgresqlinstances";
 const CRD: &str = "postgresqlinstances.db.example.com";
+/// The control: the same resource as a CRD of B's own app cluster, read
+/// the same way in the same rounds, so that what the flood costs the
+/// machine (two cores shared by every process) is told from what it costs
+/// bindery's consumers.
+const LOCAL_GROUP: &str = "local.bench.bindery.dev";
 const KUBECTL_AGENT: &str = "kubectl/v1.33.0 (linux/amd64) kubernetes/bindery-bench";
 const TABLE_ACCEPT: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
 /// A's watches held open during the flood.
@@ -60,29 +65,38 @@ fn main() {
         let mut memories = vec![memory("before")];
         // Warm B's connections and the cache.
         b_rounds(&app, rounds.min(20)).await;
+        let mut cpu = Vec::new();
+        let mark = Cpu::now(pid);
         let baseline = b_rounds(&app, rounds).await;
+        cpu.push(("baseline", mark.since(pid)));
         let stop = Arc::new(AtomicBool::new(false));
         let codes: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
         let flood = tokio::spawn(flood(a, watches, stop.clone(), codes.clone()));
         // Let the flood build up (its watches open) before measuring.
         tokio::time::sleep(Duration::from_secs(if benching { 10 } else { 1 })).await;
+        let mark = Cpu::now(pid);
         let flooded = b_rounds(&app, rounds).await;
+        cpu.push(("flood", mark.since(pid)));
         memories.push(memory("during the flood"));
         stop.store(true, Ordering::SeqCst);
         flood.await.expect("the flood ends");
         tokio::time::sleep(Duration::from_secs(2)).await;
+        let mark = Cpu::now(pid);
         let after = b_rounds(&app, rounds).await;
+        cpu.push(("after", mark.since(pid)));
         memories.push(memory("after"));
         assert_eq!(bindery_pid(), pid, "bindery was restarted");
         println!("noisy-neighbour: B (kubectl through its app cluster, {OBJECTS} objects) against its own baseline while A floods");
         println!("| B's request | baseline p50 | flood p50 | ratio | baseline p99 | flood p99 | ratio | after p99 |");
         println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+        let mut ratios = BTreeMap::new();
         for (name, mut base) in baseline {
             let mut during = flooded[&name].clone();
             let mut later = after[&name].clone();
             let (b50, b99) = percentiles(&mut base);
             let (f50, f99) = percentiles(&mut during);
             let (_, a99) = percentiles(&mut later);
+            ratios.insert(name.clone(), (ms(f50) / ms(b50), ms(f99) / ms(b99)));
             println!(
                 "| {name} ({} rounds) | {:.2} ms | {:.2} ms | {:.2}× | {:.2} ms | {:.2} ms | {:.2}× | {:.2} ms |",
                 base.len(),
@@ -96,8 +110,22 @@ fn main() {
             );
         }
         println!();
+        println!("The flood's ratio for B's bound resource over the same ratio for the local CRD (1.00: bindery's consumers slowed no more than the machine):");
+        for (name, (r50, r99)) in &ratios {
+            if let Some((l50, l99)) = ratios.get(&format!("local CRD: {name}")) {
+                println!("  {name}: p50 {:.2}, p99 {:.2}", r50 / l50, r99 / l99);
+            }
+        }
+        println!();
         println!("What A's flood got, by request and code: {:?}", codes.lock().unwrap());
         println!("bindery's process (pid {pid}) throughout; resident memory: {memories:?}");
+        println!(
+            "CPU while B was measured, in cores of the machine's {}: ",
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        );
+        for (phase, (machine, bindery)) in cpu {
+            println!("  {phase}: machine busy {machine:.2}, bindery {bindery:.2}");
+        }
     });
 }
 
@@ -115,8 +143,12 @@ async fn b_rounds(app: &kube::Client, rounds: usize) -> BTreeMap<String, Vec<Dur
     ];
     let mut times: BTreeMap<String, Vec<Duration>> = BTreeMap::new();
     for _ in 0..rounds {
-        for (name, path, accept) in &forms {
-            let uri = format!("/apis/{GROUP}/v1/namespaces/{NAMESPACE}/{path}");
+        for ((name, path, accept), (group, label)) in forms
+            .iter()
+            .flat_map(|form| [(form, (GROUP, "")), (form, (LOCAL_GROUP, "local CRD: "))])
+        {
+            let name = format!("{label}{name}");
+            let uri = format!("/apis/{group}/v1/namespaces/{NAMESPACE}/{path}");
             let request = http::Request::get(&uri)
                 .header(http::header::ACCEPT, accept.unwrap_or("application/json"))
                 .header(http::header::USER_AGENT, KUBECTL_AGENT)
@@ -290,6 +322,16 @@ fn set_up() {
         String::from_utf8_lossy(&output.stderr)
     );
     let _ = app.kubectl_output(&["create", "namespace", NAMESPACE], None);
+    let crd = std::fs::read_to_string(examples.join("postgresql-crd.yaml"))
+        .expect("the example CRD")
+        .replace(GROUP, LOCAL_GROUP);
+    app.kubectl_with_stdin(&["apply", "-f", "-"], Some(&crd));
+    app.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        &format!("crd/{PLURAL}.{LOCAL_GROUP}"),
+    ]);
     app.kubectl(&[
         "wait",
         "--for=condition=Available",
@@ -300,14 +342,17 @@ fn set_up() {
 
 /// B's objects (made once per run).
 async fn fill(app: &kube::Client) {
-    for i in 0..OBJECTS {
+    for (group, i) in [GROUP, LOCAL_GROUP]
+        .into_iter()
+        .flat_map(|g| (0..OBJECTS).map(move |i| (g, i)))
+    {
         let body = serde_json::json!({
-            "apiVersion": format!("{GROUP}/v1"), "kind": "PostgreSQLInstance",
+            "apiVersion": format!("{group}/v1"), "kind": "PostgreSQLInstance",
             "metadata": {"name": format!("b-{i:04}"), "labels": {"app": "bench"}},
             "spec": {"plan": "small", "version": "16"},
         });
         let request =
-            http::Request::post(format!("/apis/{GROUP}/v1/namespaces/{NAMESPACE}/{PLURAL}"))
+            http::Request::post(format!("/apis/{group}/v1/namespaces/{NAMESPACE}/{PLURAL}"))
                 .header(http::header::CONTENT_TYPE, "application/json")
                 .body(serde_json::to_vec(&body).unwrap())
                 .unwrap();
@@ -340,6 +385,61 @@ fn bindery_pid() -> u32 {
 }
 
 /// A process's resident memory.
+/// A moment's CPU counters: the machine's busy and total jiffies
+/// (`/proc/stat`), and bindery's own (`/proc/<pid>/stat`).
+struct Cpu {
+    busy: u64,
+    total: u64,
+    bindery: u64,
+    at: Instant,
+}
+
+impl Cpu {
+    fn now(pid: u32) -> Cpu {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let fields: Vec<u64> = stat
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        // user nice system idle iowait irq softirq steal
+        let total: u64 = fields.iter().take(8).sum();
+        let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
+        let own = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // utime and stime, fields 14 and 15: the 12th and 13th after the
+        // `)` that ends the name (the state is the 1st).
+        let after_name: Vec<&str> = own
+            .rsplit_once(')')
+            .map(|(_, rest)| rest)
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
+        let field =
+            |i: usize| -> u64 { after_name.get(i).and_then(|f| f.parse().ok()).unwrap_or(0) };
+        let bindery = field(11) + field(12);
+        Cpu {
+            busy: total - idle,
+            total,
+            bindery,
+            at: Instant::now(),
+        }
+    }
+
+    /// Cores busy on the machine, and cores bindery used, since `self`.
+    fn since(&self, pid: u32) -> (f64, f64) {
+        let now = Cpu::now(pid);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let total = (now.total - self.total).max(1) as f64;
+        let machine = (now.busy - self.busy) as f64 / total * cores;
+        // Jiffies are 1/100 s.
+        let bindery = (now.bindery - self.bindery) as f64 / 100.0 / self.at.elapsed().as_secs_f64();
+        (machine, bindery)
+    }
+}
+
 fn resident_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()

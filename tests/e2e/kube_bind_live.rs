@@ -443,4 +443,67 @@ fn kube_binds_own_konnector_and_backend_keep_syncing_where_bindery_runs() {
             program.tail()
         );
     }
+
+    // Taken over as `bindery migrate` takes an export over (step 2), the
+    // BoundSchema kube-bind's backend made reads as in sync with its CRD,
+    // which did not change (issue 33, finding 9: it showed DriftDetected).
+    let export = "postgresqlinstances.db.example.com";
+    for kind in ["apiserviceexport", "boundschema"] {
+        provider.kubectl(&[
+            "-n",
+            cluster_namespace,
+            "label",
+            kind,
+            export,
+            "bindery.dev/managed=true",
+        ]);
+    }
+    let mut schema = Value::Null;
+    wait_for(
+        "bindery reads the taken-over BoundSchema",
+        60,
+        &[&bindery],
+        || {
+            schema = get_json(&provider, &["-n", cluster_namespace, "boundschema", export])
+                .expect("the BoundSchema");
+            schema["status"]["conditions"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["type"] == "SchemaInSync"))
+        },
+    );
+    let in_sync = schema["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "SchemaInSync"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(in_sync["status"], "True", "{schema}");
+    let mut taken = Value::Null;
+    wait_for(
+        "bindery gives the export an identity",
+        60,
+        &[&bindery],
+        || {
+            taken = get_json(
+                &provider,
+                &["-n", cluster_namespace, "apiserviceexport", export],
+            )
+            .expect("the export");
+            taken["status"]["identityHash"].is_string()
+        },
+    );
+    // The export says the same; it is not Ready only because no app
+    // cluster has registered with bindery yet (`bind --export` does that).
+    let condition = |name: &str| {
+        taken["status"]["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == name))
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(condition("SchemaInSync")["status"], "True", "{taken}");
+    assert_eq!(
+        condition("Ready")["reason"],
+        "AppClusterNotRegistered",
+        "{taken}"
+    );
 }

@@ -7,12 +7,15 @@
 //! - `schema`: BoundSchemas following their CRDs, breaking changes held back;
 //! - `claim_sync`: provider-owned claimed Secrets/ConfigMaps copied into the
 //!   app clusters that accepted the claim;
+//! - `claim_push`: consumer-owned ones copied up into the provider namespaces,
+//!   for exports that keep kube-bind's way;
 //! - `identity`, `rbac`, `naming`, `conditions`, `runner`, `app_clusters`:
 //!   what those share.
 
 pub mod admission;
 pub mod app_clusters;
 pub mod app_namespaces;
+pub mod claim_push;
 pub mod claim_sync;
 pub mod conditions;
 pub mod deletion;
@@ -111,6 +114,7 @@ pub async fn run(client: kube::Client, options: Options) {
                 export_status::run(context.clone()),
                 schema::run(context.clone()),
                 claim_sync::run(context.clone()),
+                claim_push::run(context.clone()),
                 app_namespaces::run(context.clone())
             );
         }

@@ -27,6 +27,7 @@ pub mod plan;
 
 use crate::api::{APIServiceExport, BoundSchema};
 use crate::bind::cli::{app_config, identity};
+use crate::controllers::claim_push::{self, CLAIMED_OBJECTS_ANNOTATION};
 use crate::controllers::naming::cluster_namespace;
 use crate::controllers::ownership::MANAGED_LABEL;
 use crate::translate::IdentityHash;
@@ -281,8 +282,15 @@ impl Move {
         if self.dry_run {
             return Ok(hash_of(export));
         }
+        // The export keeps kube-bind's way with consumer-owned claimed
+        // objects: copied into the provider namespaces, where the
+        // provider's controllers read them.
+        let export_marks = json!({"metadata": {
+            "labels": {MANAGED_LABEL: "true"},
+            "annotations": {CLAIMED_OBJECTS_ANNOTATION: claim_push::COPIED},
+        }});
         exports
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&label))
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&export_marks))
             .await?;
         for schema in &owned {
             schemas

@@ -293,6 +293,176 @@ fn a_kube_bind_claim_copies_down_what_kube_bind_would() {
     );
 }
 
+/// An export that keeps kube-bind's way (`bindery.dev/claimed-objects:
+/// Copied`, from its template; `bindery migrate` sets it on what it takes
+/// over) copies the consumer's claimed Secrets up into the provider
+/// namespace, as kube-bind's konnector does, where a provider controller
+/// written for kube-bind reads them: marked the consumer's and with
+/// kube-bind's namespace marks, following their source, over the stale
+/// copy the konnector left, never what the app cluster holds as the
+/// provider's (issue 33, finding 1: after a move a new app Secret never
+/// reached the provider).
+#[test]
+fn a_kube_bind_export_copies_the_consumers_claimed_secrets_up() {
+    install_examples();
+    let template = unique_name("kube-bind-push");
+    let selector = unique_name("up");
+    let object = serde_json::json!({
+        "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExportTemplate",
+        "metadata": {"name": template,
+            "annotations": {"bindery.dev/claimed-objects": "Copied"}},
+        "spec": {
+            "scope": "Namespaced",
+            "resources": [{"group": "anynines.com", "resource": "servicebindings"}],
+            "permissionClaims": [{"group": "", "resource": "secrets",
+                "selector": {"labelSelector": {"matchLabels": {"kb-up": selector}}}}],
+            "namespaces": [{"name": "default"}],
+        },
+    });
+    let provider = &clusters().provider;
+    let app = &clusters().app;
+    provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&object.to_string()));
+    let _guard = app_cluster_binds();
+    let token = bind_template(&template);
+    let provider_namespace = format!("{}-default", app_cluster_namespace());
+    let (mine, pulled, stale) = (
+        unique_name("up-mine"),
+        unique_name("up-pulled"),
+        unique_name("up-stale"),
+    );
+    // The copy kube-bind's konnector pushed up earlier, now stale.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !provider
+        .kubectl_output(&["get", "namespace", &provider_namespace], None)
+        .status
+        .success()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the pre-seeded namespace never appeared"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    provider.kubectl_with_stdin(
+        &["apply", "-f", "-"],
+        Some(
+            &serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": stale, "namespace": provider_namespace,
+                    "labels": {"kb-up": selector, "kube-bind.io/owner": "consumer"}},
+                "stringData": {"password": "stale"}})
+            .to_string(),
+        ),
+    );
+    let app_secret = |name: &str, password: &str, owner: Option<&str>| {
+        let mut labels = serde_json::json!({"kb-up": selector});
+        if let Some(owner) = owner {
+            labels["kube-bind.io/owner"] = serde_json::json!(owner);
+        }
+        app.kubectl_with_stdin(
+            &["apply", "-f", "-"],
+            Some(
+                &serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": name, "namespace": "default", "labels": labels},
+                    "stringData": {"password": password}})
+                .to_string(),
+            ),
+        );
+    };
+    app_secret(&mine, "first", None);
+    app_secret(&stale, "fresh", Some("consumer"));
+    app_secret(&pulled, "provider's", Some("provider"));
+    let upstream = |name: &str| -> Option<serde_json::Value> {
+        let output = provider.kubectl_output(
+            &[
+                "-n",
+                &provider_namespace,
+                "get",
+                "secret",
+                name,
+                "-o",
+                "json",
+            ],
+            None,
+        );
+        output
+            .status
+            .success()
+            .then(|| serde_json::from_slice(&output.stdout).expect("JSON"))
+    };
+    let password = |secret: &serde_json::Value| {
+        use base64::Engine;
+        let raw = secret["data"]["password"].as_str().unwrap_or_default();
+        String::from_utf8(
+            base64::engine::general_purpose::STANDARD
+                .decode(raw)
+                .unwrap_or_default(),
+        )
+        .unwrap_or_default()
+    };
+    let wait_upstream = |name: &str, want: Option<&str>, why: &str| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let found = upstream(name);
+            if found.as_ref().map(password).as_deref() == want {
+                return found;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{why}: {name} on the provider is {found:?}"
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    };
+    let copy =
+        wait_upstream(&mine, Some("first"), "the consumer's Secret goes up").expect("a copy");
+    let labels = &copy["metadata"]["labels"];
+    let annotations = &copy["metadata"]["annotations"];
+    assert_eq!(labels["kube-bind.io/owner"], "consumer", "{copy}");
+    assert_eq!(labels["kb-up"], selector.as_str(), "{copy}");
+    assert_eq!(
+        annotations["kube-bind.io/cluster-namespace"],
+        app_cluster_namespace(),
+        "{copy}"
+    );
+    assert_eq!(
+        annotations["kube-bind.io/consumer-namespace"], "default",
+        "{copy}"
+    );
+    wait_upstream(
+        &stale,
+        Some("fresh"),
+        "the konnector's stale copy follows its source",
+    );
+    app_secret(&mine, "second", None);
+    wait_upstream(&mine, Some("second"), "a change follows");
+    assert!(
+        upstream(&pulled).is_none(),
+        "what the app cluster holds as the provider's never goes up"
+    );
+    // Never copied back down: the app cluster still has exactly its own.
+    let again = app.kubectl(&[
+        "-n",
+        "default",
+        "get",
+        "secret",
+        &mine,
+        "-o",
+        "jsonpath={.metadata.labels}",
+    ]);
+    assert!(!again.contains("bindery.dev/claimed"), "{again}");
+    app.kubectl(&["-n", "default", "delete", "secret", &mine]);
+    wait_upstream(&mine, None, "the copy goes with its source");
+    succeeded("unbind", &bindery_cli("unbind", &token, &[&template]));
+    let _ = app.kubectl_output(
+        &["-n", "default", "delete", "secret", &stale, &pulled],
+        None,
+    );
+    let _ = provider.kubectl_output(
+        &["-n", &provider_namespace, "delete", "secret", &stale],
+        None,
+    );
+}
+
 /// A template offering servicebindings (not postgresqlinstances, which
 /// other tests bind through their own exports) with a claim on the
 /// consumer's ConfigMaps labelled `share=yes`, and the `extra` claims;

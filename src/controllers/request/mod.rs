@@ -158,9 +158,13 @@ async fn decide(
     };
     let mut annotations =
         BTreeMap::from([(POLICY_ANNOTATION.to_string(), policy.as_str().to_string())]);
-    // The template's caps, never the request's: the binder asks, the
-    // provider decides what one consumer may grow.
-    for cap in [MAX_NAMESPACES_ANNOTATION, MAX_OBJECTS_ANNOTATION] {
+    // The template's caps and way with claimed objects, never the
+    // request's: the binder asks, the provider decides.
+    for cap in [
+        MAX_NAMESPACES_ANNOTATION,
+        MAX_OBJECTS_ANNOTATION,
+        crate::controllers::claim_push::CLAIMED_OBJECTS_ANNOTATION,
+    ] {
         if let Some(value) = found.and_then(|found| found.annotations().get(cap)) {
             annotations.insert(cap.to_string(), value.clone());
         }

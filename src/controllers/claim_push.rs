@@ -14,20 +14,19 @@
 //! the one the konnector left). Triggered by the export and its namespace
 //! records; the app cluster's objects are picked up by a short requeue.
 
-use super::export_status::binding;
-use super::{Context, runner};
+use super::{Context, claim_copies, runner};
 use crate::api::keys::OWNER_LABEL;
 use crate::api::{APIServiceExport, APIServiceNamespace, ClaimOwner, PermissionClaim};
 use crate::claim_referrers::{Referrers, namespace_map};
 use crate::translate::claim_filter::{ClaimedObject, covers};
-use crate::translate::identity::{CONSUMER_LABEL, is_reserved_label};
+use crate::translate::identity::CONSUMER_LABEL;
 use crate::translate::kube_bind_marks;
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::core::GroupVersionKind;
 use kube::runtime::controller::Action;
 use serde_json::{Map, Value, json};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -98,23 +97,14 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
     }
     let cluster_namespace = export.namespace().unwrap_or_default();
     let name = export.name_any();
-    let (_, Some((app, app_binding))) = binding(&context, &cluster_namespace, &name).await? else {
+    let Some(claim_copies::Accepted {
+        app,
+        claims: accepted,
+        records,
+    }) = claim_copies::accepted(&context, &export, claims).await?
+    else {
         return Ok(Action::requeue(RESYNC));
     };
-    let accepted: Vec<&PermissionClaim> = claims
-        .into_iter()
-        .filter(|claim| {
-            app_binding
-                .spec
-                .permission_claims
-                .iter()
-                .any(|a| a.is_accepted() && a.claim() == **claim)
-        })
-        .collect();
-    let records =
-        Api::<APIServiceNamespace>::namespaced(context.client.clone(), &cluster_namespace)
-            .list(&ListParams::default())
-            .await?;
     let consumer = context.consumer_of(&cluster_namespace);
     for (plural, kind) in KINDS {
         let claims: Vec<&PermissionClaim> = accepted
@@ -126,7 +116,7 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
             ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", kind), plural);
         let mut wanted = Vec::new();
         if !claims.is_empty() {
-            let namespaces = namespace_map(&cluster_namespace, &records.items);
+            let namespaces = namespace_map(&cluster_namespace, &records);
             let referrers = Referrers {
                 provider: &context.client,
                 export: &export,
@@ -195,63 +185,27 @@ async fn sync(
     export: &str,
     wanted: &[Value],
 ) -> kube::Result<()> {
-    let existing = Api::<DynamicObject>::all_with(provider.clone(), resource)
+    let existing: Vec<DynamicObject> = Api::<DynamicObject>::all_with(provider.clone(), resource)
         .list(&ListParams::default().labels(&format!("{PUSHED_LABEL},{CONSUMER_LABEL}={consumer}")))
-        .await?;
-    let key = |namespace: &str, name: &str| format!("{namespace}/{name}");
-    let wanted_keys: BTreeSet<String> = wanted
-        .iter()
-        .map(|w| {
-            key(
-                w["metadata"]["namespace"].as_str().unwrap_or_default(),
-                w["metadata"]["name"].as_str().unwrap_or_default(),
-            )
+        .await?
+        .items
+        .into_iter()
+        .filter(|c| {
+            c.annotations()
+                .get(PUSHED_FOR_ANNOTATION)
+                .map(String::as_str)
+                == Some(export)
         })
         .collect();
-    for copy in existing.iter().filter(|c| {
-        c.annotations()
-            .get(PUSHED_FOR_ANNOTATION)
-            .map(String::as_str)
-            == Some(export)
-    }) {
-        let namespace = copy.namespace().unwrap_or_default();
-        if !wanted_keys.contains(&key(&namespace, &copy.name_any())) {
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(provider.clone(), &namespace, resource);
-            match api.delete(&copy.name_any(), &DeleteParams::default()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(error) => return Err(error),
-            }
-        }
-    }
-    for copy in wanted {
-        let namespace = copy["metadata"]["namespace"].as_str().unwrap_or_default();
-        let name = copy["metadata"]["name"].as_str().unwrap_or_default();
-        let api: Api<DynamicObject> = Api::namespaced_with(provider.clone(), namespace, resource);
-        match api.get_opt(name).await {
-            Ok(Some(present)) if !overwritable(present.labels()) => {
-                tracing::warn!(%namespace, %name, kind = %resource.kind,
-                    "the provider has its own object of a consumer's claimed name; not overwritten");
-                continue;
-            }
-            Err(error) => return Err(error),
-            _ => {}
-        }
-        match api
-            .patch(
-                name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(copy),
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(error) => return Err(error),
-        }
-    }
-    Ok(())
+    claim_copies::mirror(
+        provider,
+        resource,
+        &existing,
+        wanted,
+        overwritable,
+        FIELD_MANAGER,
+    )
+    .await
 }
 
 /// Whether a provider object of a copy's name may be overwritten: a copy,
@@ -273,40 +227,24 @@ fn copy_up(
     consumer: &str,
     export: &str,
 ) -> Value {
-    let metadata = &source["metadata"];
-    let mut labels: Map<String, Value> = metadata["labels"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(k, _)| !is_reserved_label(k) && k.as_str() != OWNER_LABEL)
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    labels.insert(
-        OWNER_LABEL.into(),
-        json!(ClaimOwner::Consumer.label_value()),
+    let mut copy = claim_copies::copy_of(
+        source,
+        kind,
+        provider_namespace,
+        &[
+            (OWNER_LABEL, ClaimOwner::Consumer.label_value()),
+            (PUSHED_LABEL, "true"),
+            (CONSUMER_LABEL, consumer),
+        ],
     );
-    labels.insert(PUSHED_LABEL.into(), json!("true"));
-    labels.insert(CONSUMER_LABEL.into(), json!(consumer));
-    let mut annotations: Map<String, Value> = metadata["annotations"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(k, _)| !k.starts_with("kubectl.kubernetes.io/") && !k.starts_with("bindery.dev/"))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    annotations.insert(PUSHED_FOR_ANNOTATION.into(), json!(export));
-    let mut copy = json!({
-        "apiVersion": "v1", "kind": kind,
-        "metadata": {"name": metadata["name"], "namespace": provider_namespace,
-            "labels": labels, "annotations": annotations},
-    });
     if let Some(metadata) = copy["metadata"].as_object_mut() {
-        kube_bind_marks::stamp(metadata, cluster_namespace, consumer_namespace);
-    }
-    for field in ["data", "binaryData", "type", "immutable"] {
-        if let Some(value) = source.get(field).filter(|v| !v.is_null()) {
-            copy[field] = value.clone();
+        let annotations = metadata
+            .entry("annotations")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(annotations) = annotations.as_object_mut() {
+            annotations.insert(PUSHED_FOR_ANNOTATION.into(), json!(export));
         }
+        kube_bind_marks::stamp(metadata, cluster_namespace, consumer_namespace);
     }
     copy
 }

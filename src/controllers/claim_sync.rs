@@ -14,21 +14,18 @@
 //! Secrets; ConfigMaps and the app cluster's decisions are picked up by a
 //! short requeue.
 
-use super::export_status::binding;
-use super::{Context, runner};
+use super::{Context, claim_copies, runner};
 use crate::api::keys::OWNER_LABEL;
-use crate::api::{APIServiceExport, APIServiceNamespace, ClaimOwner, PermissionClaim};
+use crate::api::{APIServiceExport, ClaimOwner, PermissionClaim};
 use crate::bind::app_objects::{BINDING_LABEL, MANAGED_BY};
 use crate::claim_referrers::{Referrers, namespace_map};
 use crate::translate::claim_filter::{ClaimedObject, covers};
-use crate::translate::identity::is_reserved_label;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::core::GroupVersionKind;
 use kube::runtime::controller::Action;
-use serde_json::{Value, json};
-use std::collections::BTreeSet;
+use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -80,25 +77,16 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
     }
     let cluster_namespace = export.namespace().unwrap_or_default();
     let name = export.name_any();
-    let (_, Some((app, app_binding))) = binding(&context, &cluster_namespace, &name).await? else {
+    // Only what the provider claims and the consumer accepted, as offered.
+    let Some(claim_copies::Accepted {
+        app,
+        claims: accepted,
+        records,
+    }) = claim_copies::accepted(&context, &export, provider_claims).await?
+    else {
         // No app cluster to write to (yet): nothing can be copied or removed.
         return Ok(Action::requeue(RESYNC));
     };
-    // Only what the provider claims and the consumer accepted, as offered.
-    let accepted: Vec<&PermissionClaim> = provider_claims
-        .into_iter()
-        .filter(|claim| {
-            app_binding
-                .spec
-                .permission_claims
-                .iter()
-                .any(|a| a.is_accepted() && a.claim() == **claim)
-        })
-        .collect();
-    let records =
-        Api::<APIServiceNamespace>::namespaced(context.client.clone(), &cluster_namespace)
-            .list(&ListParams::default())
-            .await?;
     for (plural, kind) in COPIED {
         // A kind the export never claimed has no copies, and bindery no
         // access to it in the app cluster.
@@ -113,7 +101,7 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
         let resource = core_resource(plural, kind);
         let mut wanted = Vec::new();
         if !claims.is_empty() {
-            let namespaces = namespace_map(&cluster_namespace, &records.items);
+            let namespaces = namespace_map(&cluster_namespace, &records);
             let referrers = Referrers {
                 provider: &context.client,
                 export: &export,
@@ -200,56 +188,15 @@ async fn sync_copies(
     let existing = Api::<DynamicObject>::all_with(app.clone(), resource)
         .list(&ListParams::default().labels(&copy_selector(export)))
         .await?;
-    let key = |namespace: &str, name: &str| format!("{namespace}/{name}");
-    let wanted_keys: BTreeSet<String> = wanted
-        .iter()
-        .map(|w| {
-            key(
-                w["metadata"]["namespace"].as_str().unwrap_or_default(),
-                w["metadata"]["name"].as_str().unwrap_or_default(),
-            )
-        })
-        .collect();
-    for copy in &existing {
-        let namespace = copy.namespace().unwrap_or_default();
-        if !wanted_keys.contains(&key(&namespace, &copy.name_any())) {
-            let api: Api<DynamicObject> = Api::namespaced_with(app.clone(), &namespace, resource);
-            match api.delete(&copy.name_any(), &DeleteParams::default()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(error) => return Err(error),
-            }
-        }
-    }
-    for copy in wanted {
-        let namespace = copy["metadata"]["namespace"].as_str().unwrap_or_default();
-        let name = copy["metadata"]["name"].as_str().unwrap_or_default();
-        let api: Api<DynamicObject> = Api::namespaced_with(app.clone(), namespace, resource);
-        match api.get_opt(name).await {
-            Ok(Some(present)) if !overwritable(present.labels()) => {
-                tracing::warn!(%namespace, %name, kind = %resource.kind,
-                    "the app cluster has its own object of a claimed name; not overwritten");
-                continue;
-            }
-            Err(error) => return Err(error),
-            _ => {}
-        }
-        match api
-            .patch(
-                name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(copy),
-            )
-            .await
-        {
-            Ok(_) => {}
-            // A consumer namespace the app cluster does not have (any
-            // more): nothing to copy into.
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(error) => return Err(error),
-        }
-    }
-    Ok(())
+    claim_copies::mirror(
+        app,
+        resource,
+        &existing.items,
+        wanted,
+        overwritable,
+        FIELD_MANAGER,
+    )
+    .await
 }
 
 /// Whether an app-cluster object of a copy's name may be overwritten by
@@ -272,42 +219,22 @@ pub fn copy_selector(export: &str) -> String {
 /// annotations. bindery's reserved labels, the owner label and anything
 /// naming the provider's namespace or identity are left out.
 pub fn copy_of(source: &Value, kind: &str, consumer_namespace: &str, export: &str) -> Value {
-    let metadata = &source["metadata"];
-    let mut labels: serde_json::Map<String, Value> = metadata["labels"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(k, _)| !is_reserved_label(k) && k.as_str() != OWNER_LABEL)
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    labels.insert(MANAGED_BY.0.into(), json!(MANAGED_BY.1));
-    labels.insert(BINDING_LABEL.into(), json!(export));
-    labels.insert(COPY_LABEL.into(), json!("true"));
-    let annotations: serde_json::Map<String, Value> = metadata["annotations"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(k, _)| !k.starts_with("kubectl.kubernetes.io/") && !k.starts_with("bindery.dev/"))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let mut copy = json!({
-        "apiVersion": "v1", "kind": kind,
-        "metadata": {"name": metadata["name"], "namespace": consumer_namespace, "labels": labels},
-    });
-    if !annotations.is_empty() {
-        copy["metadata"]["annotations"] = Value::Object(annotations);
-    }
-    for field in ["data", "binaryData", "type", "immutable"] {
-        if let Some(value) = source.get(field).filter(|v| !v.is_null()) {
-            copy[field] = value.clone();
-        }
-    }
-    copy
+    claim_copies::copy_of(
+        source,
+        kind,
+        consumer_namespace,
+        &[
+            (MANAGED_BY.0, MANAGED_BY.1),
+            (BINDING_LABEL, export),
+            (COPY_LABEL, "true"),
+        ],
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     /// kube-bind's claims have no owner: the provider's objects go down
     /// unless kube-bind marked them the consumer's; bindery's `owner`

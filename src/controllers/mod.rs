@@ -15,6 +15,7 @@
 pub mod admission;
 pub mod app_clusters;
 pub mod app_namespaces;
+pub mod claim_copies;
 pub mod claim_push;
 pub mod claim_sync;
 pub mod conditions;

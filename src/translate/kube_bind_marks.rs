@@ -45,64 +45,7 @@ pub fn stamp(metadata: &mut Map<String, Value>, cluster_namespace: &str, consume
 /// Removes the marks, an annotations map they leave empty, and their
 /// entries in `managedFields`, from an object going to a consumer.
 pub fn strip(metadata: &mut Map<String, Value>) {
-    if let Some(annotations) = metadata
-        .get_mut("annotations")
-        .and_then(Value::as_object_mut)
-    {
-        let before = annotations.len();
-        annotations.retain(|key, _| !MARKS.contains(&key.as_str()));
-        if annotations.is_empty() && before > 0 {
-            metadata.shift_remove("annotations");
-        }
-    }
-    let Some(Value::Array(entries)) = metadata.get_mut("managedFields") else {
-        return;
-    };
-    for entry in entries.iter_mut() {
-        if let Some(fields) = entry.get_mut("fieldsV1") {
-            strip_managed(fields);
-        }
-    }
-    entries.retain(|entry| {
-        entry
-            .get("fieldsV1")
-            .and_then(Value::as_object)
-            .is_none_or(|fields| !fields.is_empty())
-    });
-    if entries.is_empty() {
-        metadata.shift_remove("managedFields");
-    }
-}
-
-/// Removes `f:metadata.f:annotations.f:<mark>` from one managed-fields set,
-/// and the parents it leaves holding only their own `.` marker.
-fn strip_managed(fields: &mut Value) {
-    let Some(root) = fields.as_object_mut() else {
-        return;
-    };
-    let Some(metadata) = root.get_mut("f:metadata").and_then(Value::as_object_mut) else {
-        return;
-    };
-    let Some(annotations) = metadata
-        .get_mut("f:annotations")
-        .and_then(Value::as_object_mut)
-    else {
-        return;
-    };
-    let before = annotations.len();
-    annotations.retain(|key, _| {
-        key.strip_prefix("f:")
-            .is_none_or(|annotation| !MARKS.contains(&annotation))
-    });
-    if annotations.len() == before {
-        return;
-    }
-    if annotations.keys().all(|k| k == ".") {
-        metadata.shift_remove("f:annotations");
-    }
-    if metadata.is_empty() {
-        root.shift_remove("f:metadata");
-    }
+    super::forget::forget(metadata, "annotations", |key| MARKS.contains(&key));
 }
 
 #[cfg(test)]

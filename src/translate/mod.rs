@@ -13,6 +13,7 @@ pub mod claimed_discovery;
 pub mod claimed_writes;
 pub mod continue_token;
 pub mod fields;
+pub mod forget;
 pub mod identity;
 pub mod kcp;
 pub mod kube_bind_marks;

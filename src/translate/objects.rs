@@ -5,6 +5,7 @@
 //! managed-fields entries removed, ownerReferences joined).
 
 use super::binding::BoundResource;
+use super::forget::forget;
 use super::identity::is_reserved_label;
 use super::kcp;
 use super::kube_bind_marks;
@@ -210,53 +211,7 @@ fn carries_identity(bound: &BoundResource, metadata: &Map<String, Value>) -> boo
 /// Removes reserved labels, and their entries in `managedFields`, so the
 /// object reads as if they had never been set.
 fn strip_labels(metadata: &mut Map<String, Value>) {
-    if let Some(labels) = metadata.get_mut("labels").and_then(Value::as_object_mut) {
-        labels.retain(|key, _| !is_reserved_label(key));
-        if labels.is_empty() {
-            metadata.shift_remove("labels");
-        }
-    }
-    if let Some(Value::Array(entries)) = metadata.get_mut("managedFields") {
-        for entry in entries.iter_mut() {
-            if let Some(fields) = entry.get_mut("fieldsV1") {
-                strip_managed_labels(fields);
-            }
-        }
-        entries.retain(|entry| {
-            entry
-                .get("fieldsV1")
-                .and_then(Value::as_object)
-                .is_none_or(|fields| !fields.is_empty())
-        });
-        if entries.is_empty() {
-            metadata.shift_remove("managedFields");
-        }
-    }
-}
-
-/// Removes `f:metadata.f:labels.f:<reserved>` from one managed-fields set, and
-/// the parents it leaves holding only their own `.` marker.
-fn strip_managed_labels(fields: &mut Value) {
-    let Some(root) = fields.as_object_mut() else {
-        return;
-    };
-    let Some(metadata) = root.get_mut("f:metadata").and_then(Value::as_object_mut) else {
-        return;
-    };
-    if let Some(labels) = metadata.get_mut("f:labels").and_then(Value::as_object_mut) {
-        let before = labels.len();
-        labels.retain(|key, _| {
-            key.strip_prefix("f:")
-                .is_none_or(|label| !is_reserved_label(label))
-        });
-        let stripped = labels.len() != before;
-        if stripped && labels.keys().all(|k| k == ".") {
-            metadata.shift_remove("f:labels");
-        }
-    }
-    if metadata.is_empty() {
-        root.shift_remove("f:metadata");
-    }
+    forget(metadata, "labels", is_reserved_label);
 }
 
 #[cfg(test)]

@@ -38,7 +38,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use konnectors::LeaseWatch;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
-use plan::{KONNECTOR_FINALIZER, Key, Mover, identity_labels};
+use plan::{Key, Mover, identity_labels};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -347,6 +347,19 @@ impl Move {
                     .with_context(|| format!("adopting {key}"))?;
                 self.stop.objects_done(3, done + 1)?;
             }
+            if !plan.carry.is_empty() {
+                eprintln!(
+                    "   carrying what {} app objects hold of their own (spec edits not synced, \
+                     labels, annotations, finalizers) to their provider copies",
+                    plan.carry.len()
+                );
+            }
+            for (key, patch) in &plan.carry {
+                api_for(&self.provider, &provider_resource, key)
+                    .patch(&key.name, &PatchParams::default(), &Patch::Merge(patch))
+                    .await
+                    .with_context(|| format!("carrying the app's changes to {key}"))?;
+            }
         }
         if !plan.unsynced.is_empty() {
             let names: Vec<String> = plan.unsynced.iter().map(ToString::to_string).collect();
@@ -363,8 +376,9 @@ impl Move {
             return Ok(());
         };
         eprintln!(
-            "4. {crd_name}: releasing {} app objects from the konnector's finalizer, then \
-             deleting the app cluster's copy of the CRD",
+            "4. {crd_name}: releasing {} app objects from their finalizers (the konnector's; \
+             the others went to the provider copies in step 3), then deleting the app \
+             cluster's copy of the CRD",
             plan.unfinalize.len()
         );
         if self.dry_run {
@@ -378,11 +392,8 @@ impl Move {
             let Some(object) = api.get_opt(&key.name).await? else {
                 continue;
             };
-            let kept: Vec<&String> = object
-                .finalizers()
-                .iter()
-                .filter(|f| *f != KONNECTOR_FINALIZER)
-                .collect();
+            // The konnector's goes; the others are on the provider copy now.
+            let kept: [&str; 0] = [];
             api.patch(
                 &key.name,
                 &PatchParams::default(),

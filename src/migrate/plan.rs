@@ -59,8 +59,14 @@ pub struct Plan {
     pub foreign: Vec<Key>,
     /// App objects without a provider copy: the move stops at them.
     pub unsynced: Vec<Key>,
-    /// App objects still holding the konnector's finalizer.
+    /// App objects still holding finalizers: the konnector's, and those
+    /// [`Plan::carry`] gives their provider copies.
     pub unfinalize: Vec<Key>,
+    /// Provider copies (adopted or to adopt) and the merge patch that gives
+    /// each what its app object holds and the konnector never synced: a
+    /// spec edit not synced yet, labels, annotations and finalizers added
+    /// in the app cluster.
+    pub carry: Vec<(Key, Value)>,
 }
 
 fn key(object: &Value) -> Key {
@@ -90,7 +96,17 @@ impl Mover<'_> {
                 text(p, "annotations", CLUSTER_NAMESPACE_ANNOTATION) == Some(self.cluster_namespace)
             })
             .collect();
+        let app_by_uid: BTreeMap<&str, &Value> =
+            app.iter().filter_map(|a| uid(a).map(|u| (u, a))).collect();
         for copy in &ours {
+            let source = text(copy, "annotations", CONSUMER_UID_ANNOTATION)
+                .and_then(|u| app_by_uid.get(u).copied())
+                .or_else(|| {
+                    app.iter().find(|a| {
+                        text(a, "annotations", PROVIDER_UID_ANNOTATION).is_some()
+                            && text(a, "annotations", PROVIDER_UID_ANNOTATION) == uid(copy)
+                    })
+                });
             let export = text(copy, "labels", EXPORT_LABEL);
             let consumer = text(copy, "labels", CONSUMER_LABEL);
             match (export, consumer) {
@@ -98,7 +114,13 @@ impl Mover<'_> {
                 (Some(e), Some(c)) if e == self.export_label && c == self.consumer => {
                     plan.adopted += 1
                 }
-                _ => plan.foreign.push(key(copy)),
+                _ => {
+                    plan.foreign.push(key(copy));
+                    continue;
+                }
+            }
+            if let Some(patch) = source.and_then(|source| carried(source, copy)) {
+                plan.carry.push((key(copy), patch));
             }
         }
         let copied_app_uids: BTreeSet<&str> = ours
@@ -119,13 +141,61 @@ impl Mover<'_> {
             }
             let finalized = object["metadata"]["finalizers"]
                 .as_array()
-                .is_some_and(|f| f.iter().any(|f| f == KONNECTOR_FINALIZER));
+                .is_some_and(|f| !f.is_empty());
             if finalized {
                 plan.unfinalize.push(key(object));
             }
         }
         plan
     }
+}
+
+/// Whether a label or annotation is kube-bind's or kubectl's bookkeeping,
+/// which is not carried over.
+fn bookkeeping(key: &str) -> bool {
+    key.starts_with("kube-bind.io/") || key.starts_with("kubectl.kubernetes.io/")
+}
+
+/// The merge patch that gives provider `copy` what app object `source`
+/// holds of its own and the copy lacks; `None` when it lacks nothing.
+fn carried(source: &Value, copy: &Value) -> Option<Value> {
+    let mut metadata = serde_json::Map::new();
+    for field in ["labels", "annotations"] {
+        let missing: serde_json::Map<String, Value> = source["metadata"][field]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, v)| !bookkeeping(k) && copy["metadata"][field].get(k.as_str()) != Some(*v))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if !missing.is_empty() {
+            metadata.insert(field.into(), Value::Object(missing));
+        }
+    }
+    let finalizers = |object: &Value| -> Vec<Value> {
+        object["metadata"]["finalizers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let mut all = finalizers(copy);
+    let before = all.len();
+    for finalizer in finalizers(source) {
+        if finalizer != KONNECTOR_FINALIZER && !all.contains(&finalizer) {
+            all.push(finalizer);
+        }
+    }
+    if all.len() != before {
+        metadata.insert("finalizers".into(), Value::Array(all));
+    }
+    let mut patch = serde_json::Map::new();
+    if !metadata.is_empty() {
+        patch.insert("metadata".into(), Value::Object(metadata));
+    }
+    if !source["spec"].is_null() && source["spec"] != copy["spec"] {
+        patch.insert("spec".into(), source["spec"].clone());
+    }
+    (!patch.is_empty()).then_some(Value::Object(patch))
 }
 
 /// The labels a provider copy gets when it is adopted.
@@ -157,6 +227,46 @@ mod tests {
             object["metadata"]["finalizers"] = json!([KONNECTOR_FINALIZER]);
         }
         object
+    }
+
+    #[test]
+    fn what_the_app_object_holds_of_its_own_goes_to_its_copy() {
+        let copy = json!({"metadata": {"name": "a", "namespace": "kube-bind-abc-default",
+            "uid": "p1", "labels": {"app": "x"},
+            "annotations": {CLUSTER_NAMESPACE_ANNOTATION: "kube-bind-abc",
+                CONSUMER_UID_ANNOTATION: "a1"},
+            "finalizers": ["provider.example/cleanup"]},
+            "spec": {"size": "2"}});
+        let source = json!({"metadata": {"name": "a", "namespace": "default", "uid": "a1",
+            "labels": {"app": "x", "team": "orders"},
+            "annotations": {"note": "mine", PROVIDER_UID_ANNOTATION: "p1",
+                "kubectl.kubernetes.io/last-applied-configuration": "{}"},
+            "finalizers": [KONNECTOR_FINALIZER, "app.example/protect"]},
+            "spec": {"size": "20"}});
+        let plan = MOVER.plan(std::slice::from_ref(&source), std::slice::from_ref(&copy));
+        assert_eq!(plan.adopt.len(), 1);
+        assert_eq!(plan.unfinalize.len(), 1);
+        assert_eq!(
+            plan.carry,
+            vec![(
+                Key {
+                    namespace: Some("kube-bind-abc-default".into()),
+                    name: "a".into()
+                },
+                json!({"metadata": {"labels": {"team": "orders"},
+                    "annotations": {"note": "mine"},
+                    "finalizers": ["provider.example/cleanup", "app.example/protect"]},
+                    "spec": {"size": "20"}})
+            )]
+        );
+        // Once carried, nothing is left to carry.
+        let carried = json!({"metadata": {"name": "a", "namespace": "kube-bind-abc-default",
+            "uid": "p1", "labels": {"app": "x", "team": "orders"},
+            "annotations": {CLUSTER_NAMESPACE_ANNOTATION: "kube-bind-abc",
+                CONSUMER_UID_ANNOTATION: "a1", "note": "mine"},
+            "finalizers": ["provider.example/cleanup", "app.example/protect"]},
+            "spec": {"size": "20"}});
+        assert!(MOVER.plan(&[source], &[carried]).carry.is_empty());
     }
 
     #[test]

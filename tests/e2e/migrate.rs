@@ -231,6 +231,34 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
     }
     let provider_before = provider_widgets();
     assert_eq!(provider_before.len(), OBJECTS);
+    // What one app object holds of its own and the konnector never synced
+    // (issue 33, finding 3): a spec edit not synced yet, a label, an
+    // annotation and a finalizer added in the app cluster.
+    let edited = names[0].clone();
+    for change in [
+        &["label", "widget", edited.as_str(), "team=orders"][..],
+        &["annotate", "widget", edited.as_str(), "note=mine"],
+        &[
+            "patch",
+            "widget",
+            edited.as_str(),
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"size":"edited-in-the-app"}}"#,
+        ],
+        &[
+            "patch",
+            "widget",
+            edited.as_str(),
+            "--type=json",
+            "-p",
+            r#"[{"op":"add","path":"/metadata/finalizers/-","value":"app.example/protect"}]"#,
+        ],
+    ] {
+        let mut args = vec!["-n", "default"];
+        args.extend_from_slice(change);
+        app.kubectl(&args);
+    }
 
     // A dry run says what it would do and changes nothing.
     let (ok, said) = migrate(&app.kubeconfig, &["--dry-run"]);
@@ -261,7 +289,13 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
         let provider_now = provider_widgets();
         assert_eq!(provider_now.len(), OBJECTS, "after {after}");
         for (before, now) in provider_before.iter().zip(&provider_now) {
-            for field in [&["metadata", "uid"][..], &["spec"], &["status"]] {
+            // The edited object's spec becomes the app's in step 3.
+            let fields: &[&[&str]] = if before["metadata"]["name"] == edited.as_str() {
+                &[&["metadata", "uid"], &["status"]]
+            } else {
+                &[&["metadata", "uid"], &["spec"], &["status"]]
+            };
+            for field in fields {
                 let at = |o: &Value| field.iter().fold(o.clone(), |v, k| v[*k].clone());
                 assert_eq!(
                     at(now),
@@ -428,8 +462,20 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
             "{name}"
         );
         assert_eq!(after["metadata"]["namespace"], "default", "{name}");
-        assert_eq!(after["spec"], before["spec"], "{name}");
         assert_eq!(after["status"], before["status"], "{name}");
+        if *name == edited.as_str() {
+            assert_eq!(after["spec"]["size"], "edited-in-the-app", "{after}");
+            assert_eq!(after["metadata"]["labels"]["team"], "orders", "{after}");
+            assert_eq!(after["metadata"]["annotations"]["note"], "mine", "{after}");
+            assert!(
+                after["metadata"]["finalizers"]
+                    .to_string()
+                    .contains("app.example/protect"),
+                "{after}"
+            );
+        } else {
+            assert_eq!(after["spec"], before["spec"], "{name}");
+        }
     }
 
     // The last step: the app cluster registered for the export that exists,
@@ -552,6 +598,16 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
         std::thread::sleep(Duration::from_millis(300));
     }
     assert_eq!(provider_widgets().len(), OBJECTS);
+    provider.kubectl(&[
+        "-n",
+        &provider_ns,
+        "patch",
+        "widget",
+        &edited,
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ]);
     for namespace in [&provider_ns, &cluster_ns] {
         provider.kubectl(&["delete", "namespace", namespace, "--wait=false"]);
     }

@@ -336,6 +336,9 @@ fn kube_binds_own_konnector_and_backend_keep_syncing_where_bindery_runs() {
     let konnector = Running::start(
         "konnector",
         Command::new(binaries.join("konnector"))
+            // Its health endpoint on a port of its own: two konnectors
+            // run at once in the tests (its default is :8090).
+            .arg("--server-address=127.0.0.1:0")
             .arg("--kubeconfig")
             .arg(&konnector_kubeconfig)
             .env("POD_NAMESPACE", "kube-system")
@@ -479,7 +482,7 @@ fn kube_binds_own_konnector_and_backend_keep_syncing_where_bindery_runs() {
     assert_eq!(in_sync["status"], "True", "{schema}");
     let mut taken = Value::Null;
     wait_for(
-        "bindery gives the export an identity",
+        "bindery gives the export an identity and its status",
         60,
         &[&bindery],
         || {
@@ -488,7 +491,12 @@ fn kube_binds_own_konnector_and_backend_keep_syncing_where_bindery_runs() {
                 &["-n", cluster_namespace, "apiserviceexport", export],
             )
             .expect("the export");
-            taken["status"]["identityHash"].is_string()
+            let has = |name: &str| {
+                taken["status"]["conditions"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().any(|c| c["type"] == name))
+            };
+            taken["status"]["identityHash"].is_string() && has("Ready") && has("SchemaInSync")
         },
     );
     // The export says the same; it is not Ready only because no app

@@ -83,7 +83,7 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
     let provider_ns = format!("{cluster_ns}-default");
     let export = unique_name("widgets");
     let provider_widgets =
-        || items(&provider.kubectl(&["-n", &provider_ns, "get", "widgets", "-o", "json"]));
+        || items(&provider.kubectl(&["-n", &provider_ns, "get", CRD, "-o", "json"]));
     let provider_export = |output: &str| {
         provider.kubectl(&[
             "-n",
@@ -196,7 +196,7 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
                 .collect(),
         )),
     );
-    let app_objects = items(&app.kubectl(&["-n", "default", "get", "widgets", "-o", "json"]));
+    let app_objects = items(&app.kubectl(&["-n", "default", "get", CRD, "-o", "json"]));
     assert_eq!(app_objects.len(), OBJECTS);
     provider.kubectl_with_stdin(
         &["create", "-f", "-"],
@@ -221,7 +221,7 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
             "-n",
             &provider_ns,
             "patch",
-            "widget",
+            CRD,
             name,
             "--subresource=status",
             "--type=merge",
@@ -236,11 +236,11 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
     // annotation and a finalizer added in the app cluster.
     let edited = names[0].clone();
     for change in [
-        &["label", "widget", edited.as_str(), "team=orders"][..],
-        &["annotate", "widget", edited.as_str(), "note=mine"],
+        &["label", CRD, edited.as_str(), "team=orders"][..],
+        &["annotate", CRD, edited.as_str(), "note=mine"],
         &[
             "patch",
-            "widget",
+            CRD,
             edited.as_str(),
             "--type=merge",
             "-p",
@@ -248,7 +248,7 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
         ],
         &[
             "patch",
-            "widget",
+            CRD,
             edited.as_str(),
             "--type=json",
             "-p",
@@ -284,7 +284,7 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
     // is not, and every object is where it was (the provider's 100 with
     // their uids, spec and status; the app cluster's 100 while its CRD is
     // there).
-    let app_widgets = || items(&app.kubectl(&["-n", "default", "get", "widgets", "-o", "json"]));
+    let app_widgets = || items(&app.kubectl(&["-n", "default", "get", CRD, "-o", "json"]));
     let nothing_lost = |after: &str| {
         let provider_now = provider_widgets();
         assert_eq!(provider_now.len(), OBJECTS, "after {after}");
@@ -385,7 +385,7 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
             .success(),
         "the CRD is kept"
     );
-    app.kubectl(&["-n", "default", "delete", "widget", "unsynced"]);
+    app.kubectl(&["-n", "default", "delete", CRD, "unsynced"]);
     assert_eq!(adopted(), OBJECTS);
     nothing_lost("the unsynced object");
 
@@ -524,7 +524,7 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
     succeeded("bind --export", &bound);
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let listed = app.kubectl_output(&["-n", "default", "get", "widgets", "-o", "json"], None);
+        let listed = app.kubectl_output(&["-n", "default", "get", CRD, "-o", "json"], None);
         let served = if listed.status.success() {
             items(&String::from_utf8_lossy(&listed.stdout))
         } else {
@@ -602,7 +602,7 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
         "-n",
         &provider_ns,
         "patch",
-        "widget",
+        CRD,
         &edited,
         "--type=merge",
         "-p",
@@ -626,6 +626,9 @@ fn a_konnector_still_running_stops_the_move_before_anything_is_removed() {
     let konnector = Running::start(
         "migrate-konnector",
         Command::new(binaries.join("konnector"))
+            // Its health endpoint on a port of its own: two konnectors
+            // run at once in the tests (its default is :8090).
+            .arg("--server-address=127.0.0.1:0")
             .arg("--kubeconfig")
             .arg(&app.kubeconfig)
             .env("POD_NAMESPACE", "kube-system")

@@ -7,6 +7,8 @@ use super::Context;
 use super::export_status::binding;
 use crate::api::keys::OWNER_LABEL;
 use crate::api::{APIServiceExport, APIServiceNamespace, PermissionClaim};
+use crate::claim_referrers::{Referrers, namespace_map};
+use crate::translate::claim_references::Pick;
 use crate::translate::identity::is_reserved_label;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
@@ -54,6 +56,30 @@ pub async fn accepted<'e>(
         claims,
         records,
     }))
+}
+
+impl Accepted<'_> {
+    /// What each of `claims` picks by its references, in their order.
+    pub async fn picks(
+        &self,
+        context: &Context,
+        export: &APIServiceExport,
+        claims: &[&PermissionClaim],
+    ) -> kube::Result<Vec<Vec<Pick>>> {
+        let cluster_namespace = export.namespace().unwrap_or_default();
+        let namespaces = namespace_map(&cluster_namespace, &self.records);
+        let referrers = Referrers {
+            provider: &context.client,
+            export,
+            consumer: context.consumer_of(&cluster_namespace),
+            namespaces: &namespaces,
+        };
+        let mut picked = Vec::with_capacity(claims.len());
+        for claim in claims {
+            picked.push(referrers.picks(claim).await?);
+        }
+        Ok(picked)
+    }
 }
 
 /// Makes the copies on `client` exactly `wanted`: deletes each of

@@ -17,7 +17,6 @@
 use super::{Context, claim_copies, runner};
 use crate::api::keys::OWNER_LABEL;
 use crate::api::{APIServiceExport, APIServiceNamespace, ClaimOwner, PermissionClaim};
-use crate::claim_referrers::{Referrers, namespace_map};
 use crate::translate::claim_filter::{ClaimedObject, covers};
 use crate::translate::identity::CONSUMER_LABEL;
 use crate::translate::kube_bind_marks;
@@ -97,17 +96,13 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
     }
     let cluster_namespace = export.namespace().unwrap_or_default();
     let name = export.name_any();
-    let Some(claim_copies::Accepted {
-        app,
-        claims: accepted,
-        records,
-    }) = claim_copies::accepted(&context, &export, claims).await?
-    else {
+    let Some(copies) = claim_copies::accepted(&context, &export, claims).await? else {
         return Ok(Action::requeue(RESYNC));
     };
     let consumer = context.consumer_of(&cluster_namespace);
     for (plural, kind) in KINDS {
-        let claims: Vec<&PermissionClaim> = accepted
+        let claims: Vec<&PermissionClaim> = copies
+            .claims
             .iter()
             .copied()
             .filter(|c| c.resource == plural)
@@ -116,18 +111,8 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
             ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", kind), plural);
         let mut wanted = Vec::new();
         if !claims.is_empty() {
-            let namespaces = namespace_map(&cluster_namespace, &records);
-            let referrers = Referrers {
-                provider: &context.client,
-                export: &export,
-                consumer,
-                namespaces: &namespaces,
-            };
-            let mut picked = Vec::with_capacity(claims.len());
-            for claim in &claims {
-                picked.push(referrers.picks(claim).await?);
-            }
-            for record in &records {
+            let picked = copies.picks(&context, &export, &claims).await?;
+            for record in &copies.records {
                 let Some(provider_namespace) =
                     record.status.as_ref().and_then(|s| s.namespace.clone())
                 else {
@@ -135,7 +120,7 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
                 };
                 let consumer_namespace = record.name_any();
                 let sources: Api<DynamicObject> =
-                    Api::namespaced_with(app.clone(), &consumer_namespace, &resource);
+                    Api::namespaced_with(copies.app.clone(), &consumer_namespace, &resource);
                 let listed = match sources.list(&ListParams::default()).await {
                     Ok(list) => list.items,
                     // A namespace the app cluster no longer has.

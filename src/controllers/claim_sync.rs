@@ -18,7 +18,6 @@ use super::{Context, claim_copies, runner};
 use crate::api::keys::OWNER_LABEL;
 use crate::api::{APIServiceExport, ClaimOwner, PermissionClaim};
 use crate::bind::app_objects::{BINDING_LABEL, MANAGED_BY};
-use crate::claim_referrers::{Referrers, namespace_map};
 use crate::translate::claim_filter::{ClaimedObject, covers};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
@@ -75,15 +74,9 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
     if provider_claims.is_empty() || export.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let cluster_namespace = export.namespace().unwrap_or_default();
     let name = export.name_any();
     // Only what the provider claims and the consumer accepted, as offered.
-    let Some(claim_copies::Accepted {
-        app,
-        claims: accepted,
-        records,
-    }) = claim_copies::accepted(&context, &export, provider_claims).await?
-    else {
+    let Some(copies) = claim_copies::accepted(&context, &export, provider_claims).await? else {
         // No app cluster to write to (yet): nothing can be copied or removed.
         return Ok(Action::requeue(RESYNC));
     };
@@ -93,7 +86,8 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
         if !provider_claims_of(&export, plural) {
             continue;
         }
-        let claims: Vec<&PermissionClaim> = accepted
+        let claims: Vec<&PermissionClaim> = copies
+            .claims
             .iter()
             .copied()
             .filter(|c| c.resource == plural)
@@ -101,18 +95,8 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
         let resource = core_resource(plural, kind);
         let mut wanted = Vec::new();
         if !claims.is_empty() {
-            let namespaces = namespace_map(&cluster_namespace, &records);
-            let referrers = Referrers {
-                provider: &context.client,
-                export: &export,
-                consumer: context.consumer_of(&cluster_namespace),
-                namespaces: &namespaces,
-            };
-            let mut picked = Vec::with_capacity(claims.len());
-            for claim in &claims {
-                picked.push(referrers.picks(claim).await?);
-            }
-            for record in &records {
+            let picked = copies.picks(&context, &export, &claims).await?;
+            for record in &copies.records {
                 let Some(provider_namespace) =
                     record.status.as_ref().and_then(|s| s.namespace.clone())
                 else {
@@ -142,7 +126,7 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
                 }
             }
         }
-        sync_copies(&app, &resource, &name, &wanted).await?;
+        sync_copies(&copies.app, &resource, &name, &wanted).await?;
     }
     Ok(Action::requeue(RESYNC))
 }

@@ -10,7 +10,7 @@
 //! the object as the write leaves it, so it holds whatever the request was
 //! (any patch type, any body), even where bindery's translation had a bug.
 
-use super::Context;
+use super::{Context, export_guard};
 use crate::translate::identity::{
     CONSUMER_LABEL, CONSUMER_SERVICE_ACCOUNT, EXPORT_EXTRA, EXPORT_LABEL,
 };
@@ -97,23 +97,24 @@ pub fn policy(prefix: &str) -> Value {
     })
 }
 
-/// The binding that puts the policy in force everywhere.
-pub fn binding() -> Value {
+/// The binding that puts policy `name` in force everywhere.
+pub fn binding(name: &str) -> Value {
     json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": POLICY},
-        "spec": {"policyName": POLICY, "validationActions": ["Deny"]},
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"]},
     })
 }
 
-/// Applies the policy and its binding, and again every few minutes.
+/// Applies the policies (this one and `export_guard`'s) and their
+/// bindings, and again every few minutes.
 pub async fn run(context: std::sync::Arc<Context>) {
     loop {
         let wait = match apply(&context).await {
             Ok(()) => RESYNC,
             Err(error) => {
-                tracing::error!(%error, "cannot apply the identity admission policy");
+                tracing::error!(%error, "cannot apply bindery's admission policies");
                 Duration::from_secs(10)
             }
         };
@@ -122,16 +123,19 @@ pub async fn run(context: std::sync::Arc<Context>) {
 }
 
 async fn apply(context: &Context) -> kube::Result<()> {
-    Api::<ValidatingAdmissionPolicy>::all(context.client.clone())
-        .patch(
-            POLICY,
-            &context.apply(),
-            &Patch::Apply(policy(&context.prefix)),
-        )
-        .await?;
-    Api::<ValidatingAdmissionPolicyBinding>::all(context.client.clone())
-        .patch(POLICY, &context.apply(), &Patch::Apply(binding()))
-        .await?;
+    let policies = Api::<ValidatingAdmissionPolicy>::all(context.client.clone());
+    let bindings = Api::<ValidatingAdmissionPolicyBinding>::all(context.client.clone());
+    for (name, policy) in [
+        (POLICY, policy(&context.prefix)),
+        (export_guard::POLICY, export_guard::policy()),
+    ] {
+        policies
+            .patch(name, &context.apply(), &Patch::Apply(policy))
+            .await?;
+        bindings
+            .patch(name, &context.apply(), &Patch::Apply(binding(name)))
+            .await?;
+    }
     Ok(())
 }
 
@@ -161,6 +165,6 @@ mod tests {
         for validation in &validations {
             assert_eq!(validation.reason.as_deref(), Some("Forbidden"));
         }
-        let _: ValidatingAdmissionPolicyBinding = serde_json::from_value(binding()).unwrap();
+        let _: ValidatingAdmissionPolicyBinding = serde_json::from_value(binding(POLICY)).unwrap();
     }
 }

@@ -21,6 +21,7 @@ pub mod claim_sync;
 pub mod conditions;
 pub mod deletion;
 pub mod export;
+pub mod export_guard;
 pub mod export_status;
 pub mod identity;
 pub mod instrument;

@@ -7,9 +7,12 @@
 //! and BoundSchema it makes, and `bindery migrate` on what it takes over),
 //! or when it has a mark only bindery writes, which objects bindery made
 //! before the label existed carry:
-//! - a request: `spec.templateRef` (a field kube-bind does not have), or a
-//!   namespace that is not a cluster namespace (kube-bind's backend makes
-//!   its requests in cluster namespaces only);
+//! - a request: `spec.templateRef` (a field kube-bind does not have), or
+//!   the `backend.kube-bind.io/identity` annotation naming its app cluster
+//!   (kube-bind's backend puts it on cluster namespaces and ClusterBindings,
+//!   never on requests). Where a request lives says nothing: kube-bind's
+//!   backend may run with a cluster-namespace prefix other than bindery's,
+//!   and its requests then live outside bindery's cluster namespaces;
 //! - an export: `status.identityHash` or bindery's finalizer;
 //! - a BoundSchema: bindery's `bindery.dev/schema-update-policy` annotation.
 //!
@@ -18,6 +21,7 @@
 
 use super::deletion::FINALIZER;
 use super::schema::POLICY_ANNOTATION;
+use crate::api::keys::IDENTITY_ANNOTATION;
 use crate::api::{APIServiceExport, APIServiceExportRequest, BoundSchema};
 use kube::ResourceExt;
 
@@ -34,12 +38,10 @@ fn labelled<K: ResourceExt>(object: &K) -> bool {
 }
 
 impl Ours for APIServiceExportRequest {
-    fn ours(&self, prefix: &str) -> bool {
+    fn ours(&self, _prefix: &str) -> bool {
         labelled(self)
             || self.spec.template_ref.is_some()
-            || !self
-                .namespace()
-                .is_some_and(|namespace| namespace.starts_with(prefix))
+            || self.annotations().contains_key(IDENTITY_ANNOTATION)
     }
 }
 
@@ -81,9 +83,12 @@ mod tests {
     }
 
     #[test]
-    fn kube_binds_requests_in_cluster_namespaces_are_not_ours() {
+    fn kube_binds_requests_are_not_ours_whatever_their_namespace() {
         let resources = json!({"resources": [{"group": "g", "resource": "r"}]});
         assert!(!request("kube-bind-abc", resources.clone(), json!({})).ours(PREFIX));
+        // kube-bind's backend with a prefix of its own (its binary's
+        // default is `cluster-`): still kube-bind's (issue 33, finding 5).
+        assert!(!request("cluster-abc", resources.clone(), json!({})).ours(PREFIX));
         assert!(
             request(
                 "kube-bind-abc",
@@ -92,7 +97,11 @@ mod tests {
             )
             .ours(PREFIX)
         );
-        assert!(request("bindery-requests", resources, json!({})).ours(PREFIX));
+        let mut annotated = request("bindery-requests", resources, json!({}));
+        annotated
+            .annotations_mut()
+            .insert(IDENTITY_ANNOTATION.into(), "app".into());
+        assert!(annotated.ours(PREFIX));
         let by_template = json!({"templateRef": {"name": "t"}});
         assert!(request("kube-bind-abc", by_template, json!({})).ours(PREFIX));
     }

@@ -117,11 +117,12 @@ fn install_crds(cluster: &Cluster, crds: &Path) {
     ]);
 }
 
-/// bindery's CRDs, and bindery with its controllers, on `provider`.
-fn install_bindery(provider: &Cluster) -> Running {
+/// bindery's CRDs, and bindery with its controllers, on `provider`; `name`
+/// names its log.
+fn install_bindery(provider: &Cluster, name: &str) -> Running {
     install_crds(provider, &repo_root().join("deploy/crds"));
     Running::start(
-        "bindery",
+        name,
         Command::new(env!("CARGO_BIN_EXE_bindery"))
             .args(["serve", "--listen", "127.0.0.1:0"])
             .arg("--provider-kubeconfig")
@@ -151,6 +152,43 @@ fn server_and_ca(provider: &Cluster) -> (String, String) {
             .as_str()
             .expect("CA data")
             .to_string(),
+    )
+}
+
+/// A provider as kube-bind left it (its CRDs, and postgresqlinstances
+/// exported the kube-bind way) with bindery installed over it; waits for
+/// bindery's admission policies. `name` names bindery's log.
+fn bindery_beside_kube_bind(provider: &Cluster, binaries: &Path, name: &str) -> Running {
+    // A provider that ran kube-bind has its CRDs; installing bindery
+    // applies bindery's over those they share.
+    install_crds(provider, &binaries.join("crds"));
+    let bindery = install_bindery(provider, name);
+    for policy in ["bindery.dev-identity", "bindery.dev-exports"] {
+        wait_for("bindery's admission policies", 90, &[&bindery], || {
+            get_json(provider, &["validatingadmissionpolicybinding", policy]).is_some()
+        });
+    }
+    let crd = repo_root().join("deploy/examples/postgresql-crd.yaml");
+    provider.kubectl(&["apply", "-f", &crd.to_string_lossy()]);
+    provider.kubectl(&[
+        "label",
+        "crd",
+        "postgresqlinstances.db.example.com",
+        "kube-bind.io/exported=true",
+    ]);
+    bindery
+}
+
+/// kube-bind's backend on `provider`, its cluster namespaces starting with
+/// `prefix`; `name` names its log.
+fn start_backend(binaries: &Path, provider: &Cluster, name: &str, prefix: &str) -> Running {
+    Running::start(
+        name,
+        Command::new(binaries.join("backend"))
+            .arg("--kubeconfig")
+            .arg(&provider.kubeconfig)
+            .arg(format!("--namespace-prefix={prefix}"))
+            .args(["--frontend-disabled", "--listen-address=127.0.0.1:0"]),
     )
 }
 
@@ -257,38 +295,8 @@ fn kube_binds_own_konnector_and_backend_keep_syncing_where_bindery_runs() {
     let binaries = kube_bind_binaries();
     let provider = own_provider_cluster("kube-bind-live");
     let app = own_app_cluster("kube-bind-live");
-    // A provider that ran kube-bind has its CRDs; installing bindery
-    // applies bindery's over those they share.
-    install_crds(&provider, &binaries.join("crds"));
-    let bindery = install_bindery(&provider);
-    wait_for("bindery's admission policy", 90, &[&bindery], || {
-        get_json(
-            &provider,
-            &["validatingadmissionpolicybinding", "bindery.dev-identity"],
-        )
-        .is_some()
-    });
-
-    // The service, as a kube-bind provider offers it.
-    let crd = repo_root().join("deploy/examples/postgresql-crd.yaml");
-    provider.kubectl(&["apply", "-f", &crd.to_string_lossy()]);
-    provider.kubectl(&[
-        "label",
-        "crd",
-        "postgresqlinstances.db.example.com",
-        "kube-bind.io/exported=true",
-    ]);
-    let backend = Running::start(
-        "backend",
-        Command::new(binaries.join("backend"))
-            .arg("--kubeconfig")
-            .arg(&provider.kubeconfig)
-            .args([
-                "--namespace-prefix=kube-bind-",
-                "--frontend-disabled",
-                "--listen-address=127.0.0.1:0",
-            ]),
-    );
+    let bindery = bindery_beside_kube_bind(&provider, &binaries, "bindery");
+    let backend = start_backend(&binaries, &provider, "backend", "kube-bind-");
 
     // The binding, as kube-bind's backend and CLI make it.
     let cluster_namespace = "kube-bind-live";
@@ -513,5 +521,151 @@ fn kube_binds_own_konnector_and_backend_keep_syncing_where_bindery_runs() {
         condition("Ready")["reason"],
         "AppClusterNotRegistered",
         "{taken}"
+    );
+}
+
+fn condition_of(object: &Value, name: &str) -> Value {
+    object["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == name))
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// kube-bind's backend with a cluster-namespace prefix of its own
+/// (`cluster-`, its binary's default) beside bindery on one provider
+/// (issue 33, finding 5): bindery leaves kube-bind's request to kube-bind's
+/// backend (it marked it `Failed`, so new kube-bind bindings stopped), and
+/// kube-bind's backend, which reconciles every export and writes its status
+/// back through its Go types, cannot strip bindery's export of its identity
+/// or its workspace (bindery's admission, `bindery.dev-exports`).
+#[test]
+fn kube_binds_backend_and_bindery_keep_their_bindings_apart_whatever_their_prefixes() {
+    let binaries = kube_bind_binaries();
+    let provider = own_provider_cluster("kube-bind-prefixes");
+    let bindery = bindery_beside_kube_bind(&provider, &binaries, "prefixes-bindery");
+
+    // bindery's binding: a request for a template. It claims nothing, so
+    // kube-bind's backend's `Update` of the export (its hash annotation)
+    // passes and its status write follows (a claim would stop the `Update`:
+    // kube-bind's CRD keeps claims immutable, and its Go types lack the
+    // claims' `owner`).
+    apply(
+        &provider,
+        &json!({"apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExportTemplate",
+            "metadata": {"name": "postgresql"},
+            "spec": {"scope": "Namespaced",
+                "resources": [{"group": "db.example.com", "resource": "postgresqlinstances"}]}}),
+    );
+    provider.kubectl(&["create", "namespace", "bindery-requests"]);
+    apply(
+        &provider,
+        &json!({"apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExportRequest",
+            "metadata": {"name": "postgresql", "namespace": "bindery-requests",
+                "annotations": {"backend.kube-bind.io/identity": "prefixes-app"}},
+            "spec": {"templateRef": {"name": "postgresql"}}}),
+    );
+    let mut export = Value::Null;
+    wait_for(
+        "bindery's export, with its identity and workspace",
+        90,
+        &[&bindery],
+        || {
+            export = get_json(
+                &provider,
+                &[
+                    "apiserviceexports",
+                    "-A",
+                    "--field-selector",
+                    "metadata.name=postgresql",
+                ],
+            )
+            .map(|list| list["items"][0].clone())
+            .unwrap_or_default();
+            export["status"]["identityHash"].is_string()
+                && export["status"]["virtualWorkspaceURL"].is_string()
+        },
+    );
+    let export_namespace = export["metadata"]["namespace"]
+        .as_str()
+        .expect("a namespace")
+        .to_string();
+
+    // kube-bind's binding, made before kube-bind's backend runs, so that
+    // bindery sees it first.
+    let cluster_namespace = "cluster-prefixes";
+    kube_bind_cluster_namespace(&provider, cluster_namespace);
+    let request = "postgresqlinstances.db.example.com";
+    apply(
+        &provider,
+        &json!({"apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExportRequest",
+            "metadata": {"name": request, "namespace": cluster_namespace},
+            "spec": {"resources": [{"group": "db.example.com", "resource": "postgresqlinstances",
+                "versions": ["v1"]}]}}),
+    );
+    std::thread::sleep(Duration::from_secs(5));
+    let backend = start_backend(&binaries, &provider, "prefixes-backend", "cluster-");
+    let programs = [&backend, &bindery];
+    let mut theirs = Value::Null;
+    wait_for(
+        "kube-bind's request has a final phase",
+        120,
+        &programs,
+        || {
+            theirs = get_json(
+                &provider,
+                &["-n", cluster_namespace, "apiserviceexportrequest", request],
+            )
+            .expect("kube-bind's request");
+            theirs["status"]["phase"] == "Succeeded" || theirs["status"]["phase"] == "Failed"
+        },
+    );
+    assert_eq!(theirs["status"]["phase"], "Succeeded", "{theirs}");
+    assert!(
+        get_json(
+            &provider,
+            &["-n", cluster_namespace, "apiserviceexport", request]
+        )
+        .is_some(),
+        "kube-bind's backend made its export"
+    );
+
+    // kube-bind's backend reconciles bindery's export too: it sets its hash
+    // annotation (its `Update` passes) and then writes its status, which is
+    // refused (bindery's guard names itself in the backend's log) or goes
+    // through (the backend logs that it updated the status).
+    let status_written = |log: &str| {
+        log.lines().any(|line| {
+            line.contains("APIServiceExport status updated") && line.contains(&export_namespace)
+        })
+    };
+    wait_for(
+        "kube-bind's backend writes bindery's export",
+        120,
+        &programs,
+        || {
+            let log = std::fs::read_to_string(&backend.log).unwrap_or_default();
+            log.contains("bindery.dev-exports") || status_written(&log)
+        },
+    );
+    assert!(
+        !status_written(&std::fs::read_to_string(&backend.log).unwrap_or_default()),
+        "kube-bind's backend wrote the status of bindery's export, without its identity:\n{}",
+        backend.tail()
+    );
+    let now = get_json(
+        &provider,
+        &["-n", &export_namespace, "apiserviceexport", "postgresql"],
+    )
+    .expect("bindery's export");
+    assert_eq!(
+        now["status"]["identityHash"], export["status"]["identityHash"],
+        "{now}"
+    );
+    assert!(now["status"]["virtualWorkspaceURL"].is_string(), "{now}");
+    assert_ne!(
+        condition_of(&now, "IdentityValid")["status"],
+        "False",
+        "{now}"
     );
 }

@@ -70,6 +70,11 @@ struct MigrateArgs {
     /// How long to wait for each step.
     #[arg(long, default_value_t = 120)]
     timeout_seconds: u64,
+    /// The identity kube-bind bound the app cluster with (its CLI's
+    /// `--cluster-identity`), where no konnector kubeconfig Secret says its
+    /// cluster namespace any more (default: the kube-system UID).
+    #[arg(long)]
+    cluster_identity: Option<String>,
     /// Stop on purpose after a step (`1`..`4`) or after N objects of step 3
     /// or 4 (`3.50`), as an interruption would: for tests.
     #[arg(long, hide = true, env = "BINDERY_MIGRATE_STOP_AFTER")]
@@ -180,6 +185,11 @@ struct BindArgs {
     /// How long to wait for each stage.
     #[arg(long, default_value_t = 120)]
     timeout_seconds: u64,
+    /// The app cluster's identity, when kube-bind bound it with one other
+    /// than its kube-system UID (its CLI's `--cluster-identity`, or its UI);
+    /// `bindery migrate` prints it. Accepted for `--export` only.
+    #[arg(long, requires = "export")]
+    cluster_identity: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -188,6 +198,10 @@ struct UnbindArgs {
     provider: ProviderArgs,
     /// The binding (export) to remove.
     export: String,
+    /// The identity the app cluster was bound with, when not its
+    /// kube-system UID (as `bind --cluster-identity`).
+    #[arg(long)]
+    cluster_identity: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -380,6 +394,7 @@ fn bind(args: BindArgs) -> anyhow::Result<()> {
             service_host: args.service_host,
             in_cluster: args.in_cluster,
             timeout: std::time::Duration::from_secs(args.timeout_seconds),
+            cluster_identity: args.cluster_identity,
         };
         bindery::bind::cli::bind(options).await
     })
@@ -392,6 +407,7 @@ fn unbind(args: UnbindArgs) -> anyhow::Result<()> {
             provider: args.provider.provider().await?,
             app_kubeconfig: args.provider.kubeconfig.clone(),
             export: args.export,
+            cluster_identity: args.cluster_identity,
         };
         bindery::bind::cli::unbind(options).await
     })
@@ -407,6 +423,7 @@ fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
             exports: args.exports,
             dry_run: args.dry_run,
             timeout: std::time::Duration::from_secs(args.timeout_seconds),
+            cluster_identity: args.cluster_identity,
             stop_after: bindery::migrate::interrupt::StopAfter(args.stop_after),
         },
     ))

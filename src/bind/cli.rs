@@ -56,12 +56,16 @@ pub struct BindOptions {
     /// consumer's Service selects its pods instead of naming a host.
     pub in_cluster: bool,
     pub timeout: Duration,
+    /// The app cluster's identity, when not its kube-system UID (see
+    /// [`cluster_identity`]).
+    pub cluster_identity: Option<String>,
 }
 
 pub struct UnbindOptions {
     pub provider: Provider,
     pub app_kubeconfig: Option<PathBuf>,
     pub export: String,
+    pub cluster_identity: Option<String>,
 }
 
 /// A client for bindery's `/bind` endpoints.
@@ -148,7 +152,7 @@ pub async fn bind(options: BindOptions) -> Result<()> {
     let bindery = Bindery::connect(&options.provider)?;
     let app_config = app_config(options.app_kubeconfig.as_deref()).await?;
     let app = kube::Client::try_from(app_config.clone())?;
-    let identity = identity(&app).await?;
+    let identity = cluster_identity(&app, options.cluster_identity.as_deref()).await?;
     let mut reporter = Reporter {
         bindery: &bindery,
         session: None,
@@ -421,6 +425,16 @@ pub(crate) async fn app_config(path: Option<&std::path::Path>) -> Result<kube::C
             Ok(kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?)
         }
         None => Ok(kube::Config::infer().await?),
+    }
+}
+
+/// The identity the app cluster binds as: `given` (kube-bind's
+/// `--cluster-identity`, which `bindery migrate` reads from the cluster
+/// namespace kube-bind made), else its kube-system namespace UID.
+async fn cluster_identity(app: &kube::Client, given: Option<&str>) -> Result<String> {
+    match given {
+        Some(identity) => Ok(identity.to_string()),
+        None => identity(app).await,
     }
 }
 
@@ -765,7 +779,7 @@ pub async fn unbind(options: UnbindOptions) -> Result<()> {
     let bindery = Bindery::connect(&options.provider)?;
     let config = app_config(options.app_kubeconfig.as_deref()).await?;
     let app = kube::Client::try_from(config.clone())?;
-    let identity = identity(&app).await?;
+    let identity = cluster_identity(&app, options.cluster_identity.as_deref()).await?;
     let bindings = dynamic(&app, &binding_resource(), None);
     let binding = bindings.get_opt(&options.export).await?.ok_or_else(|| {
         anyhow!(

@@ -89,10 +89,18 @@ pub fn client(config: kube::Config) -> Result<kube::Client, ApiError> {
         .map_err(|e| ApiError::bad_request(format!("registration kubeconfig: {e}")))
 }
 
-/// Proves that `client` reaches the app cluster `identity` names (its
-/// kube-system namespace has that UID). A new account's token and RBAC may
-/// take a moment to work, so failures are retried briefly.
-pub async fn prove_identity(client: &kube::Client, identity: &str) -> Result<(), ApiError> {
+/// Proves that `client` reaches the app cluster `identity` names: its
+/// kube-system namespace has that UID, or `recorded` (the identity its
+/// cluster namespace records, offered only where the caller is trusted to
+/// name the cluster otherwise) is that identity. kube-bind's CLI binds with
+/// any identity (`--cluster-identity`, or its UI's), and its backend records
+/// it on the cluster namespace. A new account's token and RBAC may take a
+/// moment to work, so failures are retried briefly.
+pub async fn prove_identity(
+    client: &kube::Client,
+    identity: &str,
+    recorded: Option<&str>,
+) -> Result<(), ApiError> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let outcome = Api::<Namespace>::all(client.clone())
@@ -100,6 +108,7 @@ pub async fn prove_identity(client: &kube::Client, identity: &str) -> Result<(),
             .await;
         let error = match outcome {
             Ok(ns) if ns.metadata.uid.as_deref() == Some(identity) => return Ok(()),
+            Ok(_) if recorded == Some(identity) => return Ok(()),
             Ok(ns) => {
                 return Err(ApiError::bad_request(format!(
                     "the kubeconfig reaches an app cluster whose kube-system UID is {}, not {identity}",

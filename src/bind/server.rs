@@ -42,6 +42,16 @@ use std::time::Instant;
 const FIELD_MANAGER: &str = "bindery-bind";
 
 /// Serves `/bind`.
+/// Whether an app cluster may be named by the identity its cluster
+/// namespace records rather than its kube-system UID (see
+/// [`proof::prove_identity`]): for binds of exports that exist, which only
+/// their administrators make, and unbinds by the registered app cluster.
+#[derive(Clone, Copy)]
+enum Recorded {
+    Accepted,
+    Ignored,
+}
+
 pub struct BindService {
     pub provider: kube::Client,
     /// Cluster namespaces are `<prefix><consumer>`.
@@ -159,7 +169,7 @@ impl BindService {
                 )
             })?;
         let namespace = cluster_namespace(&self.prefix, &request.identity);
-        self.claim_and_register(binder, &request, &namespace)
+        self.claim_and_register(binder, &request, &namespace, Recorded::Ignored)
             .await?;
         let export_request = json!({
             "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExportRequest",
@@ -227,7 +237,10 @@ impl BindService {
                 "the export is kube-bind's: run `bindery migrate` to move it to bindery first",
             ));
         }
-        self.claim_and_register(binder, request, &namespace).await?;
+        // An administrator binds an export that exists: the app cluster may
+        // be named by the identity kube-bind recorded for it.
+        self.claim_and_register(binder, request, &namespace, Recorded::Accepted)
+            .await?;
         tracing::info!(binder = %binder.name, %export, %namespace, "bind of an existing export");
         let consumer = self.consumer_of(&namespace).to_string();
         Ok(json_reply(201, &self.state_of(&consumer, export).await?))
@@ -260,11 +273,18 @@ impl BindService {
         binder: &Binder,
         request: &BindRequest,
         namespace: &str,
+        recorded_identity: Recorded,
     ) -> Result<(), ApiError> {
         let recorded = match &request.registration {
             Some(claimed) => Some(
-                self.checked_registration(binder, namespace, &request.identity, claimed)
-                    .await?,
+                self.checked_registration(
+                    binder,
+                    namespace,
+                    &request.identity,
+                    claimed,
+                    recorded_identity,
+                )
+                .await?,
             ),
             None => None,
         };
@@ -338,6 +358,7 @@ impl BindService {
         namespace: &str,
         identity: &str,
         claimed: &Registration,
+        recorded_identity: Recorded,
     ) -> Result<(Registration, Option<Secret>), ApiError> {
         super::kubeconfig_check::check(&claimed.kubeconfig)
             .map_err(|e| ApiError::bad_request(format!("registration kubeconfig: {e}")))?;
@@ -362,7 +383,11 @@ impl BindService {
             }
         };
         let client = proof::client(config)?;
-        proof::prove_identity(&client, identity).await?;
+        let recorded = match recorded_identity {
+            Recorded::Accepted => self.recorded_identity(namespace).await?,
+            Recorded::Ignored => None,
+        };
+        proof::prove_identity(&client, identity, recorded.as_deref()).await?;
         let recorded = match super::published::trust(&client, claimed, trusted).await {
             Ok(recorded) => recorded,
             Err(why) => {
@@ -372,6 +397,16 @@ impl BindService {
             }
         };
         Ok((recorded, existing))
+    }
+
+    /// The app cluster identity cluster namespace `namespace` records, if
+    /// it exists and records one.
+    async fn recorded_identity(&self, namespace: &str) -> Result<Option<String>, ApiError> {
+        Ok(Api::<Namespace>::all(self.provider.clone())
+            .get_opt(namespace)
+            .await
+            .map_err(internal)?
+            .and_then(|n| n.annotations().get(IDENTITY_ANNOTATION).cloned()))
     }
 
     /// The `app-cluster` Secret of `namespace`, if any.
@@ -616,8 +651,16 @@ impl BindService {
                 "consumer {consumer} has no registered app cluster to prove the unbind against"
             ),
             Some(r) => match proof::pinned(&r.kubeconfig, &request.kubeconfig).await? {
+                // The registered app cluster itself: the identity its
+                // cluster namespace records names it too.
                 Some(config) => {
-                    return proof::prove_identity(&proof::client(config)?, &request.identity).await;
+                    let recorded = self.recorded_identity(namespace).await?;
+                    return proof::prove_identity(
+                        &proof::client(config)?,
+                        &request.identity,
+                        recorded.as_deref(),
+                    )
+                    .await;
                 }
                 None => proof::other_trust(consumer),
             },

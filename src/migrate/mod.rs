@@ -21,6 +21,7 @@
 //! A move can be stopped on purpose after any step, or inside steps 3 and
 //! 4 ([`interrupt`]), to show that running it again finishes it.
 
+pub mod cluster;
 pub mod interrupt;
 pub mod konnectors;
 pub mod plan;
@@ -28,7 +29,6 @@ pub mod plan;
 use crate::api::{APIServiceExport, BoundSchema};
 use crate::bind::cli::{app_config, identity};
 use crate::controllers::claim_push::{self, CLAIMED_OBJECTS_ANNOTATION};
-use crate::controllers::naming::cluster_namespace;
 use crate::controllers::ownership::MANAGED_LABEL;
 use crate::translate::IdentityHash;
 use anyhow::{Context as _, Result, anyhow, bail};
@@ -58,6 +58,9 @@ pub struct MigrateOptions {
     pub exports: Vec<String>,
     pub dry_run: bool,
     pub timeout: Duration,
+    /// The identity kube-bind bound the app cluster with, where its
+    /// konnector's kubeconfig Secrets are gone (default: kube-system UID).
+    pub cluster_identity: Option<String>,
     /// Where to stop on purpose (hidden; tests interrupt the move with it).
     pub stop_after: StopAfter,
 }
@@ -70,24 +73,10 @@ async fn client(path: Option<&std::path::Path>) -> Result<kube::Client> {
 pub async fn migrate(options: MigrateOptions) -> Result<()> {
     let app = client(options.app_kubeconfig.as_deref()).await?;
     let provider = client(Some(&options.provider_kubeconfig)).await?;
-    let identity = identity(&app).await?;
-    let cluster_namespace = cluster_namespace(&options.prefix, &identity);
-    let consumer = cluster_namespace
-        .strip_prefix(&options.prefix)
-        .unwrap_or(&cluster_namespace)
-        .to_string();
-    let move_ = Move {
-        app,
-        provider,
-        cluster_namespace,
-        consumer,
-        dry_run: options.dry_run,
-        timeout: options.timeout,
-        stop: options.stop_after,
-    };
+    let kube_system_uid = identity(&app).await?;
     let exports = match options.exports.is_empty() {
         false => options.exports.clone(),
-        true => move_.kube_bind_bindings().await?,
+        true => kube_bind_bindings(&app).await?,
     };
     if exports.is_empty() {
         eprintln!(
@@ -96,6 +85,36 @@ pub async fn migrate(options: MigrateOptions) -> Result<()> {
         );
         return Ok(());
     }
+    // The cluster namespace the konnector's kubeconfigs name, and the
+    // identity kube-bind recorded on it.
+    let named = cluster::named_by_konnector_secrets(&app, &binding_resource(), &exports).await?;
+    let recorded = match named.first() {
+        Some(namespace) => cluster::recorded_identity(&provider, namespace).await?,
+        None => None,
+    };
+    let bound = cluster::decide(
+        &options.prefix,
+        &named,
+        recorded.as_deref(),
+        options
+            .cluster_identity
+            .as_deref()
+            .unwrap_or(&kube_system_uid),
+    )?;
+    let consumer = bound
+        .cluster_namespace
+        .strip_prefix(&options.prefix)
+        .unwrap_or(&bound.cluster_namespace)
+        .to_string();
+    let move_ = Move {
+        app,
+        provider,
+        cluster_namespace: bound.cluster_namespace,
+        consumer,
+        dry_run: options.dry_run,
+        timeout: options.timeout,
+        stop: options.stop_after,
+    };
     let how = if options.dry_run { " (dry run)" } else { "" };
     eprintln!(
         "Moving {} from kube-bind to bindery{how}; cluster namespace {}",
@@ -108,12 +127,36 @@ pub async fn migrate(options: MigrateOptions) -> Result<()> {
     for export in &exports {
         move_.move_export(export, &konnectors).await?;
     }
+    // kube-bind bound the app cluster with an identity of its own: bind
+    // and unbind name it.
+    let identity_flag = match bound.identity == kube_system_uid {
+        true => String::new(),
+        false => format!(" --cluster-identity {}", bound.identity),
+    };
     eprintln!(
         "Done{how}. Next, as a provider administrator: `bindery bind <bindery URL> --export \
-         <export>` registers the app cluster for {}",
+         <export>{identity_flag}` registers the app cluster for {}",
         exports.join(", ")
     );
     Ok(())
+}
+
+/// The names of the app cluster's kube-bind APIServiceBindings (those
+/// bindery's bind did not make): the exports they bind.
+async fn kube_bind_bindings(app: &kube::Client) -> Result<Vec<String>> {
+    let list = Api::<DynamicObject>::all_with(app.clone(), &binding_resource())
+        .list(&ListParams::default())
+        .await
+        .context("listing the app cluster's APIServiceBindings")?;
+    Ok(list
+        .items
+        .iter()
+        .filter(|b| {
+            !b.labels()
+                .contains_key(crate::bind::app_objects::BINDING_LABEL)
+        })
+        .map(ResourceExt::name_any)
+        .collect())
 }
 
 struct Move {
@@ -127,24 +170,6 @@ struct Move {
 }
 
 impl Move {
-    /// The names of the app cluster's kube-bind APIServiceBindings (those
-    /// bindery's bind did not make): the exports they bind.
-    async fn kube_bind_bindings(&self) -> Result<Vec<String>> {
-        let list = Api::<DynamicObject>::all_with(self.app.clone(), &binding_resource())
-            .list(&ListParams::default())
-            .await
-            .context("listing the app cluster's APIServiceBindings")?;
-        Ok(list
-            .items
-            .iter()
-            .filter(|b| {
-                !b.labels()
-                    .contains_key(crate::bind::app_objects::BINDING_LABEL)
-            })
-            .map(ResourceExt::name_any)
-            .collect())
-    }
-
     /// Step 1: the konnector scaled to 0, and its pods gone.
     async fn stop_konnector(&self) -> Result<()> {
         let deployments: Api<Deployment> = Api::namespaced(self.app.clone(), KONNECTOR_NAMESPACE);

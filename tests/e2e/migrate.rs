@@ -77,8 +77,14 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
     let _ = bindery();
     let app = own_app_cluster("migrate");
     let provider = &clusters().provider;
+    // kube-bind bound this app cluster with an identity of its own (its
+    // CLI's `--cluster-identity`, or its UI's), not the kube-system UID:
+    // the cluster namespace is named after it and records it, and the
+    // konnector's kubeconfig Secret names the namespace (issue 33, finding
+    // 8: such app clusters could not move at all).
     let uid = app.kube_system_uid();
-    let cluster_ns = cluster_namespace("kube-bind-", &uid);
+    let cluster_identity = format!("prod-eu-{}", &uid[..8]);
+    let cluster_ns = cluster_namespace("kube-bind-", &cluster_identity);
     let consumer = cluster_ns.strip_prefix("kube-bind-").unwrap().to_string();
     let provider_ns = format!("{cluster_ns}-default");
     let export = unique_name("widgets");
@@ -99,9 +105,15 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
     // The provider, as kube-bind's backend and konnector leave it.
     provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&crd().to_string()));
     provider.kubectl(&["wait", "--for=condition=Established", "crd", CRD]);
-    for namespace in [&cluster_ns, &provider_ns] {
-        provider.kubectl(&["create", "namespace", namespace]);
-    }
+    provider.kubectl_with_stdin(
+        &["apply", "-f", "-"],
+        Some(
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster_ns,
+                "annotations": {"backend.kube-bind.io/identity": cluster_identity}}})
+            .to_string(),
+        ),
+    );
+    provider.kubectl(&["create", "namespace", &provider_ns]);
     provider.kubectl_with_stdin(
         &["apply", "-f", "-"],
         Some(
@@ -173,6 +185,21 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
         ),
     );
     app.kubectl(&["create", "namespace", "kube-bind"]);
+    let konnector_kubeconfig = json!({"apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "provider", "cluster": {"server": "https://provider.example"}}],
+        "users": [{"name": "kube-binder", "user": {"token": "unused"}}],
+        "contexts": [{"name": "provider", "context": {"cluster": "provider",
+            "user": "kube-binder", "namespace": cluster_ns}}],
+        "current-context": "provider"});
+    app.kubectl_with_stdin(
+        &["apply", "-f", "-"],
+        Some(
+            &json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "kubeconfig-abcde", "namespace": "kube-bind"},
+                "stringData": {"kubeconfig": konnector_kubeconfig.to_string()}})
+            .to_string(),
+        ),
+    );
     app.kubectl(&[
         "-n",
         "kube-bind",
@@ -410,9 +437,14 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
         "kube-bind's binding is deleted last"
     );
 
-    // Run again, it finishes.
+    // Run again, it finishes, and names the identity to bind with.
     let (ok, said) = migrate(&app.kubeconfig, &[]);
     assert!(ok, "{said}");
+    assert!(
+        said.contains(&format!("cluster namespace {cluster_ns}"))
+            && said.contains(&format!("--cluster-identity {cluster_identity}")),
+        "{said}"
+    );
     assert!(
         !app.kubectl_output(&["get", "apiservicebinding", &export], None)
             .status
@@ -484,7 +516,7 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
     let (binder, token) = binder_token(true);
     let bind_export = |token: &str| {
         bindery_command_for(&bindery().url, "bind", &app.kubeconfig)
-            .args(["--export", &export])
+            .args(["--export", &export, "--cluster-identity", &cluster_identity])
             .env("BINDERY_TOKEN", token)
             .output()
             .expect("bindery runs")
@@ -550,7 +582,11 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
     }
 
     // Run again: nothing left to do, nothing changes.
-    let (ok, said) = migrate(&app.kubeconfig, &["--export", &export]);
+    // kube-bind's binding is gone: the identity is given.
+    let (ok, said) = migrate(
+        &app.kubeconfig,
+        &["--export", &export, "--cluster-identity", &cluster_identity],
+    );
     assert!(ok, "{said}");
     assert!(
         said.contains(&format!("{OBJECTS} adopted already")),
@@ -580,7 +616,7 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
     succeeded(
         "unbind",
         &bindery_command_for(&bindery().url, "unbind", &app.kubeconfig)
-            .arg(&export)
+            .args([&export, "--cluster-identity", &cluster_identity])
             .env("BINDERY_TOKEN", &admin_token)
             .output()
             .expect("bindery runs"),

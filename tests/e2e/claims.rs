@@ -293,6 +293,30 @@ fn a_kube_bind_claim_copies_down_what_kube_bind_would() {
     );
 }
 
+/// A template as a provider that ran kube-bind offers one (consumer-owned
+/// claimed objects copied up, `bindery.dev/claimed-objects: Copied`):
+/// servicebindings, with a claim of the Secrets labelled `label: selector`
+/// in app namespace `default`. Returns its name, made of `prefix`.
+pub(crate) fn kube_bind_template(prefix: &str, label: &str, selector: &str) -> String {
+    let template = unique_name(prefix);
+    let object = serde_json::json!({
+        "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExportTemplate",
+        "metadata": {"name": template,
+            "annotations": {"bindery.dev/claimed-objects": "Copied"}},
+        "spec": {
+            "scope": "Namespaced",
+            "resources": [{"group": "anynines.com", "resource": "servicebindings"}],
+            "permissionClaims": [{"group": "", "resource": "secrets",
+                "selector": {"labelSelector": {"matchLabels": {label: selector}}}}],
+            "namespaces": [{"name": "default"}],
+        },
+    });
+    clusters()
+        .provider
+        .kubectl_with_stdin(&["apply", "-f", "-"], Some(&object.to_string()));
+    template
+}
+
 /// An export that keeps kube-bind's way (`bindery.dev/claimed-objects:
 /// Copied`, from its template; `bindery migrate` sets it on what it takes
 /// over) copies the consumer's claimed Secrets up into the provider
@@ -305,23 +329,10 @@ fn a_kube_bind_claim_copies_down_what_kube_bind_would() {
 #[test]
 fn a_kube_bind_export_copies_the_consumers_claimed_secrets_up() {
     install_examples();
-    let template = unique_name("kube-bind-push");
     let selector = unique_name("up");
-    let object = serde_json::json!({
-        "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExportTemplate",
-        "metadata": {"name": template,
-            "annotations": {"bindery.dev/claimed-objects": "Copied"}},
-        "spec": {
-            "scope": "Namespaced",
-            "resources": [{"group": "anynines.com", "resource": "servicebindings"}],
-            "permissionClaims": [{"group": "", "resource": "secrets",
-                "selector": {"labelSelector": {"matchLabels": {"kb-up": selector}}}}],
-            "namespaces": [{"name": "default"}],
-        },
-    });
+    let template = kube_bind_template("kube-bind-push", "kb-up", &selector);
     let provider = &clusters().provider;
     let app = &clusters().app;
-    provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&object.to_string()));
     let _guard = app_cluster_binds();
     let token = bind_template(&template);
     let provider_namespace = format!("{}-default", app_cluster_namespace());

@@ -26,6 +26,7 @@ mod front_proxy;
 mod hostile;
 mod impersonation;
 mod kcp;
+mod kube_bind_controller;
 mod kube_bind_crds;
 mod kube_bind_live;
 mod leader;

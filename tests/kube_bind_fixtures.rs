@@ -309,6 +309,11 @@ fn exports_serve_their_resources_with_the_isolation_in_force() {
     assert_eq!(old.spec.cluster_scoped_isolation, Some(Isolation::Prefixed));
     let as_bindery_reads_it: APIServiceExport = read(&all[0]);
     assert!(as_bindery_reads_it.spec.resources.is_empty());
+    // Served as the konnector serves it: by `isolation` alone, else None.
+    assert_eq!(
+        as_bindery_reads_it.spec.effective_isolation(),
+        Isolation::None
+    );
     assert_eq!(
         as_bindery_reads_it.spec.informer_scope,
         InformerScope::Cluster

@@ -55,7 +55,7 @@ pub use service_binding::{
 };
 pub use service_export::{
     APIServiceExport, APIServiceExportSpec, APIServiceExportStatus, IDENTITY_VALID_CONDITION,
-    Isolation,
+    Isolation, isolation_in_force,
 };
 pub use service_export_request::{
     APIServiceExportRequest, APIServiceExportRequestSpec, APIServiceExportRequestStatus,

@@ -49,24 +49,30 @@ pub struct APIServiceExportSpec {
     pub informer_scope: InformerScope,
     /// How cluster-scoped objects of different consumers are kept apart on the
     /// provider: Prefixed, Namespaced or None. The CRD requires it, as
-    /// kube-bind's does; an export read without it (stored before) has the
-    /// deprecated field's, else Prefixed.
+    /// kube-bind's does; an export read without it (stored before) is served
+    /// as kube-bind's konnector serves it: `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation: Option<Isolation>,
-    /// Deprecated name of `isolation`, still read; `isolation` wins when both
-    /// are set.
+    /// Deprecated name of `isolation`, kept but not read: kube-bind's
+    /// konnector serves by `isolation` alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_scoped_isolation: Option<Isolation>,
 }
 
 impl APIServiceExportSpec {
-    /// The isolation in force: `isolation`, else the deprecated
-    /// `clusterScopedIsolation`, else [`Isolation::Prefixed`].
+    /// The isolation in force (see [`isolation_in_force`]).
     pub fn effective_isolation(&self) -> Isolation {
-        self.isolation
-            .or(self.cluster_scoped_isolation)
-            .unwrap_or_default()
+        isolation_in_force(self.isolation)
     }
+}
+
+/// The isolation an export's `isolation` puts in force, as kube-bind's
+/// konnector decides it: the field, else `None` (the konnector reads
+/// neither the deprecated `clusterScopedIsolation` nor a default, and
+/// serves an export without the field, one stored before kube-bind's CRD
+/// required it, unisolated). The one place bindery decides it.
+pub fn isolation_in_force(isolation: Option<Isolation>) -> Isolation {
+    isolation.unwrap_or(Isolation::None)
 }
 
 /// How cluster-scoped objects of different consumers are kept apart on the
@@ -184,7 +190,7 @@ status:
     }
 
     #[test]
-    fn isolation_falls_back_to_the_deprecated_field_then_prefixed() {
+    fn isolation_is_the_fields_else_none_as_the_konnector_serves_it() {
         let mut spec = APIServiceExportSpec {
             resources: vec![],
             permission_claims: vec![],
@@ -192,8 +198,10 @@ status:
             isolation: None,
             cluster_scoped_isolation: None,
         };
-        assert_eq!(spec.effective_isolation(), Isolation::Prefixed);
-        spec.cluster_scoped_isolation = Some(Isolation::None);
+        assert_eq!(spec.effective_isolation(), Isolation::None);
+        // The deprecated field alone is not read (issue 33, finding 6: it
+        // was served Prefixed, where the konnector serves None).
+        spec.cluster_scoped_isolation = Some(Isolation::Prefixed);
         assert_eq!(spec.effective_isolation(), Isolation::None);
         spec.isolation = Some(Isolation::Namespaced);
         assert_eq!(spec.effective_isolation(), Isolation::Namespaced);

@@ -6,7 +6,7 @@
 
 use super::index::{Catalog, ExportRecord, NamespaceRecord, SchemaRecord};
 use super::interned::Specs;
-use crate::api::Condition;
+use crate::api::{Condition, isolation_in_force};
 use crate::controllers::export_status::flow::serving_stopped;
 use crate::quota::caps::Caps;
 use crate::translate::{IdentityHash, Isolation};
@@ -191,18 +191,12 @@ pub fn export_record(object: &DynamicObject) -> Option<ExportRecord> {
                 .collect()
         })
         .unwrap_or_default();
-    // `isolation`, else the deprecated `clusterScopedIsolation`, else
-    // Prefixed, as kube-bind reads them.
-    let isolation = match spec
-        .get("isolation")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .or_else(|| spec.get("clusterScopedIsolation").and_then(Value::as_str))
-    {
-        Some("None") => Isolation::None,
-        Some("Namespaced") => Isolation::Namespaced,
-        _ => Isolation::Prefixed,
-    };
+    // As kube-bind's konnector reads it (`isolation_in_force`).
+    let isolation: Isolation = isolation_in_force(
+        spec.get("isolation")
+            .and_then(|value| serde_json::from_value(value.clone()).ok()),
+    )
+    .into();
     let status = object.data.get("status");
     let conditions: Vec<Condition> = status
         .and_then(|s| s.get("conditions"))
@@ -348,7 +342,7 @@ mod tests {
             }
             export_record(&object).unwrap().isolation
         };
-        assert_eq!(isolation(json!({})), Isolation::Prefixed);
+        assert_eq!(isolation(json!({})), Isolation::None);
         assert_eq!(
             isolation(json!({"isolation": "Namespaced"})),
             Isolation::Namespaced
@@ -356,7 +350,8 @@ mod tests {
         assert_eq!(isolation(json!({"isolation": "None"})), Isolation::None);
         assert_eq!(
             isolation(json!({"clusterScopedIsolation": "Namespaced"})),
-            Isolation::Namespaced
+            Isolation::None,
+            "the konnector does not read the deprecated field"
         );
         assert_eq!(
             isolation(json!({"isolation": "Prefixed", "clusterScopedIsolation": "None"})),

@@ -18,6 +18,16 @@ pub enum Isolation {
     None,
 }
 
+impl From<crate::api::Isolation> for Isolation {
+    fn from(isolation: crate::api::Isolation) -> Self {
+        match isolation {
+            crate::api::Isolation::Prefixed => Self::Prefixed,
+            crate::api::Isolation::Namespaced => Self::Namespaced,
+            crate::api::Isolation::None => Self::None,
+        }
+    }
+}
+
 /// One resource a consumer has bound through one export.
 #[derive(Clone, Debug)]
 pub struct BoundResource {

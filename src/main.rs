@@ -273,6 +273,8 @@ struct ControllersArgs {
     lease: LeaseArgs,
 }
 
+/// How the provider-side controllers run: their leader Lease, and the
+/// exports they make.
 #[derive(clap::Args)]
 struct LeaseArgs {
     /// Namespace of the leader Lease.
@@ -287,6 +289,11 @@ struct LeaseArgs {
     /// Seconds a leader keeps the Lease without renewing it.
     #[arg(long, default_value_t = 15)]
     lease_seconds: u64,
+    /// How the exports the controllers make keep consumers' cluster-scoped
+    /// objects apart on the provider, as kube-bind's backend's `--isolation`:
+    /// Prefixed, Namespaced or None.
+    #[arg(long, default_value = "Prefixed", value_parser = bindery::api::Isolation::from_flag)]
+    isolation: bindery::api::Isolation,
 }
 
 impl LeaseArgs {
@@ -298,6 +305,7 @@ impl LeaseArgs {
             options.lease.identity = identity;
         }
         options.lease.duration = std::time::Duration::from_secs(self.lease_seconds);
+        options.isolation = self.isolation;
         options
     }
 }

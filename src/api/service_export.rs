@@ -93,6 +93,21 @@ pub enum Isolation {
     None,
 }
 
+impl Isolation {
+    /// The isolation a command-line setting names, as kube-bind's backend
+    /// reads its `--isolation` (any case).
+    pub fn from_flag(value: &str) -> Result<Self, String> {
+        match value.to_ascii_lowercase().as_str() {
+            "prefixed" => Ok(Self::Prefixed),
+            "namespaced" => Ok(Self::Namespaced),
+            "none" => Ok(Self::None),
+            _ => Err(format!(
+                "{value:?} is not an isolation: Prefixed, Namespaced or None"
+            )),
+        }
+    }
+}
+
 /// bindery's condition on an export whose identity Secret and
 /// `status.identityHash` disagree (or whose Secret is gone): `False` stops
 /// serving the export, so objects of two identities are never mixed.
@@ -205,6 +220,17 @@ status:
         assert_eq!(spec.effective_isolation(), Isolation::None);
         spec.isolation = Some(Isolation::Namespaced);
         assert_eq!(spec.effective_isolation(), Isolation::Namespaced);
+    }
+
+    #[test]
+    fn isolation_settings_are_read_as_kube_binds_backend_reads_them() {
+        assert_eq!(Isolation::from_flag("Prefixed"), Ok(Isolation::Prefixed));
+        assert_eq!(
+            Isolation::from_flag("namespaced"),
+            Ok(Isolation::Namespaced)
+        );
+        assert_eq!(Isolation::from_flag("NONE"), Ok(Isolation::None));
+        assert!(Isolation::from_flag("sideways").is_err());
     }
 
     #[test]

@@ -33,6 +33,7 @@ pub mod request;
 pub mod runner;
 pub mod schema;
 
+use crate::api::Isolation;
 use kube::api::PatchParams;
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,6 +53,8 @@ pub struct Context {
     /// bindery's URL for the provider's controllers, under which each export
     /// publishes its virtual workspace; `None` publishes none.
     pub external_url: Option<String>,
+    /// The isolation of the exports the request controller makes.
+    pub isolation: Isolation,
 }
 
 impl Context {
@@ -76,6 +79,9 @@ pub struct Options {
     pub lease: leader::LeaseSettings,
     /// See [`Context::external_url`].
     pub external_url: Option<String>,
+    /// See [`Context::isolation`]: kube-bind's backend's `--isolation`,
+    /// `Prefixed` unless set.
+    pub isolation: Isolation,
 }
 
 impl Options {
@@ -93,6 +99,7 @@ impl Options {
                 duration: Duration::from_secs(15),
             },
             external_url: None,
+            isolation: Isolation::Prefixed,
         }
     }
 }
@@ -105,6 +112,7 @@ pub async fn run(client: kube::Client, options: Options) {
         provider_pretty_name: options.provider_pretty_name,
         app_clusters: Default::default(),
         external_url: options.external_url,
+        isolation: options.isolation,
     });
     leader::lead(client, options.lease, move || {
         let context = context.clone();

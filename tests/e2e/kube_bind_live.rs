@@ -118,13 +118,14 @@ fn install_crds(cluster: &Cluster, crds: &Path) {
 }
 
 /// bindery's CRDs, and bindery with its controllers, on `provider`; `name`
-/// names its log.
-fn install_bindery(provider: &Cluster, name: &str) -> Running {
+/// names its log, `flags` are more of `bindery serve`'s.
+fn install_bindery(provider: &Cluster, name: &str, flags: &[&str]) -> Running {
     install_crds(provider, &repo_root().join("deploy/crds"));
     Running::start(
         name,
         Command::new(env!("CARGO_BIN_EXE_bindery"))
             .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(flags)
             .arg("--provider-kubeconfig")
             .arg(&provider.kubeconfig)
             .arg("--pki")
@@ -157,12 +158,18 @@ fn server_and_ca(provider: &Cluster) -> (String, String) {
 
 /// A provider as kube-bind left it (its CRDs, and postgresqlinstances
 /// exported the kube-bind way) with bindery installed over it; waits for
-/// bindery's admission policies. `name` names bindery's log.
-fn bindery_beside_kube_bind(provider: &Cluster, binaries: &Path, name: &str) -> Running {
+/// bindery's admission policies. `name` names bindery's log, `flags` are
+/// more of `bindery serve`'s.
+fn bindery_beside_kube_bind(
+    provider: &Cluster,
+    binaries: &Path,
+    name: &str,
+    flags: &[&str],
+) -> Running {
     // A provider that ran kube-bind has its CRDs; installing bindery
     // applies bindery's over those they share.
     install_crds(provider, &binaries.join("crds"));
-    let bindery = install_bindery(provider, name);
+    let bindery = install_bindery(provider, name, flags);
     for policy in ["bindery.dev-identity", "bindery.dev-exports"] {
         wait_for("bindery's admission policies", 90, &[&bindery], || {
             get_json(provider, &["validatingadmissionpolicybinding", policy]).is_some()
@@ -295,7 +302,7 @@ fn kube_binds_own_konnector_and_backend_keep_syncing_where_bindery_runs() {
     let binaries = kube_bind_binaries();
     let provider = own_provider_cluster("kube-bind-live");
     let app = own_app_cluster("kube-bind-live");
-    let bindery = bindery_beside_kube_bind(&provider, &binaries, "bindery");
+    let bindery = bindery_beside_kube_bind(&provider, &binaries, "bindery", &[]);
     let backend = start_backend(&binaries, &provider, "backend", "kube-bind-");
 
     // The binding, as kube-bind's backend and CLI make it.
@@ -543,7 +550,13 @@ fn condition_of(object: &Value, name: &str) -> Value {
 fn kube_binds_backend_and_bindery_keep_their_bindings_apart_whatever_their_prefixes() {
     let binaries = kube_bind_binaries();
     let provider = own_provider_cluster("kube-bind-prefixes");
-    let bindery = bindery_beside_kube_bind(&provider, &binaries, "prefixes-bindery");
+    // Its exports isolated as kube-bind's backend's `--isolation None`.
+    let bindery = bindery_beside_kube_bind(
+        &provider,
+        &binaries,
+        "prefixes-bindery",
+        &["--isolation", "None"],
+    );
 
     // bindery's binding: a request for a template. It claims nothing, so
     // kube-bind's backend's `Update` of the export (its hash annotation)
@@ -586,6 +599,9 @@ fn kube_binds_backend_and_bindery_keep_their_bindings_apart_whatever_their_prefi
                 && export["status"]["virtualWorkspaceURL"].is_string()
         },
     );
+    // The isolation the provider set, as kube-bind's backend sets it on the
+    // exports it makes (issue 33, finding 6: always Prefixed).
+    assert_eq!(export["spec"]["isolation"], "None", "{export}");
     let export_namespace = export["metadata"]["namespace"]
         .as_str()
         .expect("a namespace")

@@ -249,7 +249,7 @@ async fn make(
             "resources": plan.resources.iter().map(|r| &r.resource).collect::<Vec<_>>(),
             "permissionClaims": plan.claims,
             "informerScope": plan.informer_scope,
-            "isolation": "Prefixed",
+            "isolation": context.isolation,
         },
     });
     let export = exports

@@ -385,6 +385,13 @@ impl Move {
                     .await
                     .with_context(|| format!("carrying the app's changes to {key}"))?;
             }
+            for key in &plan.delete {
+                eprintln!("   {key} is being deleted in the app cluster: deleting its copy too");
+                api_for(&self.provider, &provider_resource, key)
+                    .delete(&key.name, &DeleteParams::default())
+                    .await
+                    .with_context(|| format!("deleting {key}, being deleted in the app cluster"))?;
+            }
         }
         if !plan.unsynced.is_empty() {
             let names: Vec<String> = plan.unsynced.iter().map(ToString::to_string).collect();

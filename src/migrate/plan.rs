@@ -67,6 +67,11 @@ pub struct Plan {
     /// spec edit not synced yet, labels, annotations and finalizers added
     /// in the app cluster.
     pub carry: Vec<(Key, Value)>,
+    /// Provider copies of app objects being deleted: deleted too, as the
+    /// konnector deletes the copy of an app object being deleted (after
+    /// [`Plan::carry`] gave them the app object's finalizers), so that no
+    /// object being deleted comes back once bindery serves the copies.
+    pub delete: Vec<Key>,
 }
 
 fn key(object: &Value) -> Key {
@@ -122,6 +127,9 @@ impl Mover<'_> {
             if let Some(patch) = source.and_then(|source| carried(source, copy)) {
                 plan.carry.push((key(copy), patch));
             }
+            if source.is_some_and(being_deleted) && !being_deleted(copy) {
+                plan.delete.push(key(copy));
+            }
         }
         let copied_app_uids: BTreeSet<&str> = ours
             .iter()
@@ -136,7 +144,9 @@ impl Mover<'_> {
             let synced = uid(object).is_some_and(|u| copied_app_uids.contains(u))
                 || text(object, "annotations", PROVIDER_UID_ANNOTATION)
                     .is_some_and(|u| provider_uids.contains_key(u));
-            if !synced {
+            // One being deleted has nothing to lose (its copy, if any, is
+            // deleted too).
+            if !synced && !being_deleted(object) {
                 plan.unsynced.push(key(object));
             }
             let finalized = object["metadata"]["finalizers"]
@@ -148,6 +158,10 @@ impl Mover<'_> {
         }
         plan
     }
+}
+
+fn being_deleted(object: &Value) -> bool {
+    !object["metadata"]["deletionTimestamp"].is_null()
 }
 
 /// Whether a label or annotation is kube-bind's or kubectl's bookkeeping,
@@ -227,6 +241,39 @@ mod tests {
             object["metadata"]["finalizers"] = json!([KONNECTOR_FINALIZER]);
         }
         object
+    }
+
+    #[test]
+    fn the_copy_of_an_app_object_being_deleted_is_deleted_too() {
+        let mut leaving = app("a", "a1", true);
+        leaving["metadata"]["deletionTimestamp"] = json!("2026-11-28T10:00:00Z");
+        leaving["metadata"]["finalizers"] = json!([KONNECTOR_FINALIZER, "app.example/protect"]);
+        let staying = app("b", "b1", true);
+        let copies = [
+            provider("a", "p1", "kube-bind-abc", "a1", json!({})),
+            provider("b", "p2", "kube-bind-abc", "b1", json!({})),
+        ];
+        let plan = MOVER.plan(&[leaving.clone(), staying.clone()], &copies);
+        assert_eq!(plan.delete, vec![key(&copies[0])]);
+        // Its finalizers go first, so the copy waits as the app object did.
+        let carried: Vec<&Key> = plan.carry.iter().map(|(k, _)| k).collect();
+        assert_eq!(carried, vec![&key(&copies[0])]);
+        // Run again once the copy is being deleted: nothing more to delete.
+        let mut deleting = copies[0].clone();
+        deleting["metadata"]["deletionTimestamp"] = json!("2026-11-28T10:01:00Z");
+        deleting["metadata"]["finalizers"] = json!(["app.example/protect"]);
+        let again = MOVER.plan(
+            &[leaving.clone(), staying.clone()],
+            &[deleting, copies[1].clone()],
+        );
+        assert!(again.delete.is_empty(), "{again:?}");
+        // And once the copy is gone, the app object being deleted does not
+        // stop the move as unsynced.
+        let gone = MOVER.plan(&[leaving, staying], &[copies[1].clone()]);
+        assert!(
+            gone.unsynced.is_empty() && gone.delete.is_empty(),
+            "{gone:?}"
+        );
     }
 
     #[test]

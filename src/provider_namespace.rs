@@ -101,8 +101,8 @@ pub async fn make(
 }
 
 /// Removes consumer namespace `consumer_ns`'s provider namespace and its
-/// record, once what owned them is gone (the app namespace, or the
-/// consumer's last export): only a namespace bindery made for this
+/// record, once what owned them is gone (the app namespace; an export
+/// does not own it): only a namespace bindery made for this
 /// consumer and this consumer namespace (labelled and annotated so); one
 /// kube-bind's backend made, or anything else of that name, stays, with
 /// its record. Whether something was removed.

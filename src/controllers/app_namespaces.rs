@@ -6,8 +6,9 @@
 //! namespace could go), the provider namespace bindery made for it goes
 //! too, with its APIServiceNamespace record. Only a deletion seen is acted
 //! on: a namespace that went while no replica led (or watched) keeps its
-//! provider namespace until the consumer's last export goes, and so does a
-//! namespace a request pre-seeded that the app cluster never had. An app
+//! provider namespace, and so does a namespace a request pre-seeded that
+//! the app cluster never had (no export's deletion removes one either; see
+//! `provider_namespace`). An app
 //! cluster whose binding gives bindery's account no `list`/`watch` on
 //! namespaces (bound by an older bindery) keeps its provider namespaces.
 

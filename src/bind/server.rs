@@ -41,7 +41,6 @@ use std::time::Instant;
 /// The field manager of what binding writes in the provider.
 const FIELD_MANAGER: &str = "bindery-bind";
 
-/// Serves `/bind`.
 /// Whether an app cluster may be named by the identity its cluster
 /// namespace records rather than its kube-system UID (see
 /// [`proof::prove_identity`]): for binds of exports that exist, which only
@@ -52,6 +51,7 @@ enum Recorded {
     Ignored,
 }
 
+/// Serves `/bind`.
 pub struct BindService {
     pub provider: kube::Client,
     /// Cluster namespaces are `<prefix><consumer>`.

@@ -7,6 +7,7 @@
 //! caller runs, answering someone else's UID, proves nothing.
 
 use super::wire::Registration;
+use crate::api::keys::IDENTITY_ANNOTATION;
 use crate::app_cluster;
 use crate::status::ApiError;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -87,6 +88,19 @@ pub fn same_cluster(registered: &kube::Config, caller: &kube::Config) -> bool {
 pub fn client(config: kube::Config) -> Result<kube::Client, ApiError> {
     kube::Client::try_from(config)
         .map_err(|e| ApiError::bad_request(format!("registration kubeconfig: {e}")))
+}
+
+/// The app cluster identity cluster namespace `namespace` records on the
+/// provider (`backend.kube-bind.io/identity`, as kube-bind's backend and
+/// bindery's bind write it), if it exists and records one.
+pub async fn recorded_identity(
+    provider: &kube::Client,
+    namespace: &str,
+) -> kube::Result<Option<String>> {
+    Ok(Api::<Namespace>::all(provider.clone())
+        .get_opt(namespace)
+        .await?
+        .and_then(|n| n.metadata.annotations?.remove(IDENTITY_ANNOTATION)))
 }
 
 /// Proves that `client` reaches the app cluster `identity` names: its

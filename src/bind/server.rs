@@ -399,14 +399,11 @@ impl BindService {
         Ok((recorded, existing))
     }
 
-    /// The app cluster identity cluster namespace `namespace` records, if
-    /// it exists and records one.
+    /// The app cluster identity cluster namespace `namespace` records.
     async fn recorded_identity(&self, namespace: &str) -> Result<Option<String>, ApiError> {
-        Ok(Api::<Namespace>::all(self.provider.clone())
-            .get_opt(namespace)
+        proof::recorded_identity(&self.provider, namespace)
             .await
-            .map_err(internal)?
-            .and_then(|n| n.annotations().get(IDENTITY_ANNOTATION).cloned()))
+            .map_err(internal)
     }
 
     /// The `app-cluster` Secret of `namespace`, if any.

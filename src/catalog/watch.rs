@@ -13,6 +13,7 @@ use crate::translate::{IdentityHash, Isolation};
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::{WatchStreamExt, watcher};
+use serde::Deserialize;
 use serde_json::Value;
 use std::sync::{Arc, RwLock};
 use tokio::sync::watch as signal;
@@ -194,7 +195,7 @@ pub fn export_record(object: &DynamicObject) -> Option<ExportRecord> {
     // As kube-bind's konnector reads it (`isolation_in_force`).
     let isolation: Isolation = isolation_in_force(
         spec.get("isolation")
-            .and_then(|value| serde_json::from_value(value.clone()).ok()),
+            .and_then(|value| crate::api::Isolation::deserialize(value).ok()),
     )
     .into();
     let status = object.data.get("status");

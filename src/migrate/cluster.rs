@@ -9,7 +9,7 @@
 use crate::api::keys::IDENTITY_ANNOTATION;
 use crate::controllers::naming::cluster_namespace;
 use anyhow::{Context as _, Result, anyhow, bail};
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ApiResource, DynamicObject};
 use std::collections::BTreeSet;
 
@@ -132,11 +132,9 @@ pub async fn named_by_konnector_secrets(
 
 /// The identity cluster namespace `namespace` records on the provider.
 pub async fn recorded_identity(provider: &kube::Client, namespace: &str) -> Result<Option<String>> {
-    Ok(Api::<Namespace>::all(provider.clone())
-        .get_opt(namespace)
+    crate::bind::proof::recorded_identity(provider, namespace)
         .await
-        .with_context(|| format!("reading cluster namespace {namespace}"))?
-        .and_then(|n| n.metadata.annotations?.remove(IDENTITY_ANNOTATION)))
+        .with_context(|| format!("reading cluster namespace {namespace}"))
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ pub mod health;
 pub mod kubeconfig;
 pub mod metrics;
 pub mod migrate;
+pub mod moved_owners;
 pub mod provider_namespace;
 pub mod proxy;
 pub mod quota;

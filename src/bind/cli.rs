@@ -355,6 +355,22 @@ async fn bind_template(
         .collect();
     wait_available(app, &names, options.timeout).await?;
     wait_discovered(app, &state.group_versions, options.timeout).await?;
+    // An app cluster moved from kube-bind by `bindery migrate`: its objects
+    // owned by moved objects get those references back, now that the
+    // owners are served.
+    let served: Vec<String> = state
+        .group_versions
+        .iter()
+        .map(|gv| format!("{}/{}", gv.group, gv.version))
+        .collect();
+    let put_back = crate::moved_owners::put_back_all(app, &served).await?;
+    if put_back > 0 {
+        reporter
+            .step(format!(
+                "{put_back} objects owned by moved objects have their ownerReferences back"
+            ))
+            .await;
+    }
     let resources: Vec<String> = state
         .group_versions
         .iter()

@@ -9,14 +9,17 @@
 //!    ([`crate::controllers::ownership`]), with its BoundSchemas, and given
 //!    its identity by bindery's controllers.
 //! 3. The provider copies the konnector made are adopted: both identity
-//!    labels in place, same uid ([`plan`]). An app object without a copy
-//!    stops the move here, before anything is removed.
-//! 4. The app objects lose the konnector's finalizer, and the copied CRD is
-//!    deleted: its objects go with it, in the app cluster only. Then
-//!    kube-bind's APIServiceBinding of the export goes.
+//!    labels in place, same uid ([`plan`]), and given what their app
+//!    objects hold of their own (ownerReferences included). An app object
+//!    without a copy stops the move here, before anything is removed.
+//! 4. The app cluster's objects owned by moved objects hold those
+//!    references aside ([`crate::moved_owners`]), the app objects lose the
+//!    konnector's finalizer, and the copied CRD is deleted: its objects go
+//!    with it, in the app cluster only. Then kube-bind's APIServiceBinding
+//!    of the export goes.
 //!
 //! What remains is `bindery bind --export`: the app cluster registered for
-//! the export and its APIServices made.
+//! the export and its APIServices made, and the held references put back.
 //!
 //! A move can be stopped on purpose after any step, or inside steps 3 and
 //! 4 ([`interrupt`]), to show that running it again finishes it.
@@ -30,7 +33,9 @@ use crate::api::{APIServiceExport, BoundSchema};
 use crate::bind::cli::{app_config, identity};
 use crate::controllers::claim_push::{self, CLAIMED_OBJECTS_ANNOTATION};
 use crate::controllers::ownership::MANAGED_LABEL;
+use crate::moved_owners::{self, references::Renamed};
 use crate::translate::IdentityHash;
+use crate::translate::owners::ProviderKind;
 use anyhow::{Context as _, Result, anyhow, bail};
 use interrupt::StopAfter;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -243,10 +248,45 @@ impl Move {
         })?;
         let hash = self.take_over(&exports, &export).await?;
         self.stop.step_done(2)?;
+        let prefixed = crate::api::isolation_in_force(export.spec.isolation)
+            == crate::api::Isolation::Prefixed;
+        let mut listed = Vec::new();
         for resource in &export.spec.resources {
-            let crd_name = resource.group_resource().to_string();
-            self.move_resource(&crd_name, hash.as_ref(), konnectors)
-                .await?;
+            listed.push(
+                self.list_both(&resource.group_resource().to_string())
+                    .await?,
+            );
+        }
+        let kinds: Vec<ProviderKind> = listed
+            .iter()
+            .map(|l| ProviderKind {
+                group: l.provider_resource.group.clone(),
+                kind: l.provider_resource.kind.clone(),
+                prefixed: prefixed && !l.namespaced,
+            })
+            .collect();
+        let export_label = hash
+            .map(|h| h.label_value().to_string())
+            .unwrap_or_default();
+        let no_renames = Renamed::new();
+        let mut mover = Mover {
+            cluster_namespace: &self.cluster_namespace,
+            export_label: &export_label,
+            consumer: &self.consumer,
+            kinds: &kinds,
+            renamed: &no_renames,
+        };
+        let renamed: Renamed = listed
+            .iter()
+            .flat_map(|l| mover.renamed(&l.app_objects, &l.provider_objects))
+            .collect();
+        mover.renamed = &renamed;
+        for resource in &listed {
+            self.adopt(&mover, resource).await?;
+        }
+        self.hold_references(&renamed).await?;
+        for resource in &listed {
+            self.remove_app_crd(&mover, resource, konnectors).await?;
         }
         self.remove_kube_bind_binding(name).await
     }
@@ -329,44 +369,48 @@ impl Move {
         Ok(hash_of(&exports.get(&name).await?))
     }
 
-    /// Steps 3 and 4 for one resource (CRD `crd_name`).
-    async fn move_resource(
-        &self,
-        crd_name: &str,
-        hash: Option<&IdentityHash>,
-        konnectors: &LeaseWatch,
-    ) -> Result<()> {
-        let provider_resource = storage_resource(&self.provider, crd_name)
+    /// Lists one bound resource (CRD `crd_name`) on both sides.
+    async fn list_both(&self, crd_name: &str) -> Result<Listed> {
+        let (provider_resource, namespaced) = storage_resource(&self.provider, crd_name)
             .await?
             .ok_or_else(|| anyhow!("the provider has no CRD {crd_name}"))?;
         let provider_objects = list(&self.provider, &provider_resource).await?;
-        let app_resource = storage_resource(&self.app, crd_name).await?;
+        let app_resource = storage_resource(&self.app, crd_name)
+            .await?
+            .map(|(resource, _)| resource);
         let app_objects = match &app_resource {
             Some(resource) => list(&self.app, resource).await?,
             None => Vec::new(),
         };
-        let export_label = hash
-            .map(|h| h.label_value().to_string())
-            .unwrap_or_default();
-        let mover = Mover {
-            cluster_namespace: &self.cluster_namespace,
-            export_label: &export_label,
-            consumer: &self.consumer,
-        };
-        let plan = mover.plan(&app_objects, &provider_objects);
+        Ok(Listed {
+            crd_name: crd_name.to_string(),
+            namespaced,
+            provider_resource,
+            provider_objects,
+            app_resource,
+            app_objects,
+        })
+    }
+
+    /// Step 3 for one resource: its provider copies adopted and given what
+    /// their app objects hold; stops at an app object without a copy.
+    async fn adopt(&self, mover: &Mover<'_>, listed: &Listed) -> Result<()> {
+        let crd_name = &listed.crd_name;
+        let provider_resource = &listed.provider_resource;
+        let plan = mover.plan(&listed.app_objects, &listed.provider_objects);
         eprintln!(
             "3. {crd_name}: {} provider copies to adopt, {} adopted already, {} app objects",
             plan.adopt.len(),
             plan.adopted,
-            app_objects.len()
+            listed.app_objects.len()
         );
         for foreign in &plan.foreign {
             eprintln!("   {foreign} carries another consumer's or export's identity; left alone");
         }
         if !self.dry_run {
-            let labels = json!({"metadata": {"labels": identity_labels(&mover)}});
+            let labels = json!({"metadata": {"labels": identity_labels(mover)}});
             for (done, key) in plan.adopt.iter().enumerate() {
-                api_for(&self.provider, &provider_resource, key)
+                api_for(&self.provider, provider_resource, key)
                     .patch(&key.name, &PatchParams::default(), &Patch::Merge(&labels))
                     .await
                     .with_context(|| format!("adopting {key}"))?;
@@ -375,19 +419,19 @@ impl Move {
             if !plan.carry.is_empty() {
                 eprintln!(
                     "   carrying what {} app objects hold of their own (spec edits not synced, \
-                     labels, annotations, finalizers) to their provider copies",
+                     labels, annotations, finalizers, owners) to their provider copies",
                     plan.carry.len()
                 );
             }
             for (key, patch) in &plan.carry {
-                api_for(&self.provider, &provider_resource, key)
+                api_for(&self.provider, provider_resource, key)
                     .patch(&key.name, &PatchParams::default(), &Patch::Merge(patch))
                     .await
                     .with_context(|| format!("carrying the app's changes to {key}"))?;
             }
             for key in &plan.delete {
                 eprintln!("   {key} is being deleted in the app cluster: deleting its copy too");
-                api_for(&self.provider, &provider_resource, key)
+                api_for(&self.provider, provider_resource, key)
                     .delete(&key.name, &DeleteParams::default())
                     .await
                     .with_context(|| format!("deleting {key}, being deleted in the app cluster"))?;
@@ -402,11 +446,40 @@ impl Move {
                 names.join(", ")
             );
         }
-        self.stop.step_done(3)?;
-        let Some(app_resource) = app_resource else {
+        self.stop.step_done(3)
+    }
+
+    /// The start of step 4: the app cluster's objects owned by moved
+    /// objects hold those references aside ([`moved_owners`]), so that the
+    /// app cluster's garbage collector does not delete them as the CRD
+    /// goes; `bindery bind` puts them back once bindery serves the owners.
+    async fn hold_references(&self, renamed: &Renamed) -> Result<()> {
+        if self.dry_run {
+            eprintln!("4. would hold aside the app objects' references to moved objects");
+            return Ok(());
+        }
+        let held = moved_owners::hold_all(&self.app, renamed).await?;
+        eprintln!(
+            "4. {held} app objects owned by moved objects hold those references aside until \
+             `bindery bind` serves their owners"
+        );
+        Ok(())
+    }
+
+    /// The rest of step 4 for one resource: its app objects released from
+    /// their finalizers, then the app cluster's copy of its CRD deleted.
+    async fn remove_app_crd(
+        &self,
+        mover: &Mover<'_>,
+        listed: &Listed,
+        konnectors: &LeaseWatch,
+    ) -> Result<()> {
+        let crd_name = &listed.crd_name;
+        let Some(app_resource) = &listed.app_resource else {
             eprintln!("4. {crd_name}: the app cluster's CRD is gone already");
             return Ok(());
         };
+        let plan = mover.plan(&listed.app_objects, &listed.provider_objects);
         eprintln!(
             "4. {crd_name}: releasing {} app objects from their finalizers (the konnector's; \
              the others went to the provider copies in step 3), then deleting the app \
@@ -420,7 +493,7 @@ impl Move {
         // as the CRD goes.
         self.refuse_running_konnectors(konnectors).await?;
         for (done, key) in plan.unfinalize.iter().enumerate() {
-            let api = api_for(&self.app, &app_resource, key);
+            let api = api_for(&self.app, app_resource, key);
             let Some(object) = api.get_opt(&key.name).await? else {
                 continue;
             };
@@ -487,8 +560,12 @@ fn hash_of(export: &APIServiceExport) -> Option<IdentityHash> {
         .and_then(IdentityHash::parse)
 }
 
-/// The CRD `name`'s resource at its storage version, if the cluster has it.
-async fn storage_resource(client: &kube::Client, name: &str) -> Result<Option<ApiResource>> {
+/// The CRD `name`'s resource at its storage version, and whether it is
+/// namespaced, if the cluster has it.
+async fn storage_resource(
+    client: &kube::Client,
+    name: &str,
+) -> Result<Option<(ApiResource, bool)>> {
     let Some(crd) = Api::<CustomResourceDefinition>::all(client.clone())
         .get_opt(name)
         .await?
@@ -501,13 +578,25 @@ async fn storage_resource(client: &kube::Client, name: &str) -> Result<Option<Ap
         .iter()
         .find(|v| v.storage)
         .ok_or_else(|| anyhow!("CRD {name} has no storage version"))?;
-    Ok(Some(ApiResource {
+    let resource = ApiResource {
         group: crd.spec.group.clone(),
         version: version.name.clone(),
         api_version: format!("{}/{}", crd.spec.group, version.name),
         kind: crd.spec.names.kind.clone(),
         plural: crd.spec.names.plural.clone(),
-    }))
+    };
+    Ok(Some((resource, crd.spec.scope == "Namespaced")))
+}
+
+/// One bound resource, listed on both sides.
+struct Listed {
+    crd_name: String,
+    namespaced: bool,
+    provider_resource: ApiResource,
+    provider_objects: Vec<Value>,
+    /// `None` once the app cluster's copy of the CRD is gone.
+    app_resource: Option<ApiResource>,
+    app_objects: Vec<Value>,
 }
 
 async fn list(client: &kube::Client, resource: &ApiResource) -> Result<Vec<Value>> {

@@ -10,7 +10,9 @@
 //! never relabelled. Every app object must have its provider copy before
 //! the app cluster's CRD may go.
 
+use crate::moved_owners::references::Renamed;
 use crate::translate::identity::{CONSUMER_LABEL, EXPORT_LABEL};
+use crate::translate::owners::{OWNER_REFERENCES_ANNOTATION, ProviderKind, references_down};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -24,12 +26,18 @@ pub const PROVIDER_UID_ANNOTATION: &str = "kube-bind.io/provider-uid";
 pub const KONNECTOR_FINALIZER: &str = "kubebind.io/syncer";
 
 /// Whose objects are moved: one consumer of one export.
+#[derive(Clone, Copy)]
 pub struct Mover<'a> {
     pub cluster_namespace: &'a str,
     /// The export's identity label value.
     pub export_label: &'a str,
     /// The consumer's id, as its consumer label holds it.
     pub consumer: &'a str,
+    /// The kinds the export binds: references to them are the provider's.
+    pub kinds: &'a [ProviderKind],
+    /// The uids of the export's moved objects: app object's → provider
+    /// copy's ([`Mover::renamed`]).
+    pub renamed: &'a Renamed,
 }
 
 /// `namespace/name` (or `name`) of an object, for messages and patches.
@@ -65,7 +73,9 @@ pub struct Plan {
     /// Provider copies (adopted or to adopt) and the merge patch that gives
     /// each what its app object holds and the konnector never synced: a
     /// spec edit not synced yet, labels, annotations and finalizers added
-    /// in the app cluster.
+    /// in the app cluster, and its ownerReferences as bindery stores them
+    /// (those to moved objects with their copies' uids, the others in
+    /// bindery's annotation).
     pub carry: Vec<(Key, Value)>,
     /// Provider copies of app objects being deleted: deleted too, as the
     /// konnector deletes the copy of an app object being deleted (after
@@ -91,27 +101,56 @@ fn uid(object: &Value) -> Option<&str> {
 }
 
 impl Mover<'_> {
-    /// The plan for `app` (the konnector's app objects of one resource) and
-    /// `provider` (the provider's objects of it).
-    pub fn plan(&self, app: &[Value], provider: &[Value]) -> Plan {
-        let mut plan = Plan::default();
-        let ours: Vec<&Value> = provider
+    /// The provider copies the konnector made for this consumer.
+    fn ours<'v>(&self, provider: &'v [Value]) -> Vec<&'v Value> {
+        provider
             .iter()
             .filter(|p| {
                 text(p, "annotations", CLUSTER_NAMESPACE_ANNOTATION) == Some(self.cluster_namespace)
             })
-            .collect();
+            .collect()
+    }
+
+    /// Each of this consumer's provider copies, with its app object if the
+    /// app cluster still has it.
+    fn pairs<'v>(
+        &self,
+        app: &'v [Value],
+        provider: &'v [Value],
+    ) -> Vec<(&'v Value, Option<&'v Value>)> {
         let app_by_uid: BTreeMap<&str, &Value> =
             app.iter().filter_map(|a| uid(a).map(|u| (u, a))).collect();
-        for copy in &ours {
-            let source = text(copy, "annotations", CONSUMER_UID_ANNOTATION)
-                .and_then(|u| app_by_uid.get(u).copied())
-                .or_else(|| {
-                    app.iter().find(|a| {
-                        text(a, "annotations", PROVIDER_UID_ANNOTATION).is_some()
-                            && text(a, "annotations", PROVIDER_UID_ANNOTATION) == uid(copy)
-                    })
-                });
+        self.ours(provider)
+            .into_iter()
+            .map(|copy| {
+                let source = text(copy, "annotations", CONSUMER_UID_ANNOTATION)
+                    .and_then(|u| app_by_uid.get(u).copied())
+                    .or_else(|| {
+                        app.iter().find(|a| {
+                            text(a, "annotations", PROVIDER_UID_ANNOTATION).is_some()
+                                && text(a, "annotations", PROVIDER_UID_ANNOTATION) == uid(copy)
+                        })
+                    });
+                (copy, source)
+            })
+            .collect()
+    }
+
+    /// The uids of one resource's moved objects: each app object's, and its
+    /// provider copy's, which bindery serves it with.
+    pub fn renamed(&self, app: &[Value], provider: &[Value]) -> Renamed {
+        self.pairs(app, provider)
+            .into_iter()
+            .filter_map(|(copy, source)| Some((uid(source?)?.to_string(), uid(copy)?.to_string())))
+            .collect()
+    }
+
+    /// The plan for `app` (the konnector's app objects of one resource) and
+    /// `provider` (the provider's objects of it).
+    pub fn plan(&self, app: &[Value], provider: &[Value]) -> Plan {
+        let mut plan = Plan::default();
+        let ours = self.ours(provider);
+        for (copy, source) in self.pairs(app, provider) {
             let export = text(copy, "labels", EXPORT_LABEL);
             let consumer = text(copy, "labels", CONSUMER_LABEL);
             match (export, consumer) {
@@ -124,7 +163,7 @@ impl Mover<'_> {
                     continue;
                 }
             }
-            if let Some(patch) = source.and_then(|source| carried(source, copy)) {
+            if let Some(patch) = source.and_then(|source| self.carried(source, copy)) {
                 plan.carry.push((key(copy), patch));
             }
             if source.is_some_and(being_deleted) && !being_deleted(copy) {
@@ -170,9 +209,75 @@ fn bookkeeping(key: &str) -> bool {
     key.starts_with("kube-bind.io/") || key.starts_with("kubectl.kubernetes.io/")
 }
 
-/// The merge patch that gives provider `copy` what app object `source`
-/// holds of its own and the copy lacks; `None` when it lacks nothing.
-fn carried(source: &Value, copy: &Value) -> Option<Value> {
+impl Mover<'_> {
+    /// The ownerReferences `source`'s make on the provider, and bindery's
+    /// annotation of those naming app-cluster objects, as bindery's
+    /// translation stores them; the references to moved objects name
+    /// their copies' uids.
+    fn owners_on_the_provider(&self, source: &Value) -> (Vec<Value>, Option<Value>) {
+        let mut references = source["metadata"]["ownerReferences"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if references.is_empty() {
+            return (Vec::new(), None);
+        }
+        for reference in &mut references {
+            if let Some(served) = reference["uid"].as_str().and_then(|u| self.renamed.get(u)) {
+                reference["uid"] = Value::String(served.clone());
+            }
+        }
+        let mut metadata = serde_json::Map::new();
+        metadata.insert("ownerReferences".into(), Value::Array(references));
+        references_down(self.kinds, self.cluster_namespace, &mut metadata);
+        let annotation = metadata
+            .get("annotations")
+            .and_then(|a| a.get(OWNER_REFERENCES_ANNOTATION))
+            .cloned();
+        let kept = match metadata.get("ownerReferences") {
+            Some(Value::Array(kept)) => kept.clone(),
+            _ => Vec::new(),
+        };
+        (kept, annotation)
+    }
+
+    /// The merge patch that gives provider `copy` what app object `source`
+    /// holds of its own and the copy lacks; `None` when it lacks nothing.
+    fn carried(&self, source: &Value, copy: &Value) -> Option<Value> {
+        let mut patch = carried(source, copy);
+        let (owners, annotation) = self.owners_on_the_provider(source);
+        let present = copy["metadata"]["ownerReferences"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let missing: Vec<Value> = owners
+            .into_iter()
+            .filter(|o| !present.iter().any(|p| p["uid"] == o["uid"]))
+            .collect();
+        let metadata = &mut patch["metadata"];
+        if !missing.is_empty() {
+            metadata["ownerReferences"] =
+                Value::Array(present.into_iter().chain(missing).collect());
+        }
+        if let Some(annotation) = annotation
+            && copy["metadata"]["annotations"][OWNER_REFERENCES_ANNOTATION] != annotation
+        {
+            metadata["annotations"][OWNER_REFERENCES_ANNOTATION] = annotation;
+        }
+        if patch["metadata"].as_object().is_some_and(|m| m.is_empty()) {
+            patch.as_object_mut().map(|p| p.remove("metadata"));
+        }
+        patch
+            .as_object()
+            .is_some_and(|p| !p.is_empty())
+            .then_some(patch)
+    }
+}
+
+/// The merge patch that gives provider `copy` the labels, annotations,
+/// finalizers and spec app object `source` holds of its own and the copy
+/// lacks (an empty object when it lacks none).
+fn carried(source: &Value, copy: &Value) -> Value {
     let mut metadata = serde_json::Map::new();
     for field in ["labels", "annotations"] {
         let missing: serde_json::Map<String, Value> = source["metadata"][field]
@@ -203,13 +308,11 @@ fn carried(source: &Value, copy: &Value) -> Option<Value> {
         metadata.insert("finalizers".into(), Value::Array(all));
     }
     let mut patch = serde_json::Map::new();
-    if !metadata.is_empty() {
-        patch.insert("metadata".into(), Value::Object(metadata));
-    }
+    patch.insert("metadata".into(), Value::Object(metadata));
     if !source["spec"].is_null() && source["spec"] != copy["spec"] {
         patch.insert("spec".into(), source["spec"].clone());
     }
-    (!patch.is_empty()).then_some(Value::Object(patch))
+    Value::Object(patch)
 }
 
 /// The labels a provider copy gets when it is adopted.
@@ -222,11 +325,14 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    const MOVER: Mover<'static> = Mover {
+    static RENAMED: std::sync::LazyLock<Renamed> = std::sync::LazyLock::new(Renamed::new);
+    static MOVER: std::sync::LazyLock<Mover<'static>> = std::sync::LazyLock::new(|| Mover {
         cluster_namespace: "kube-bind-abc",
         export_label: "hash",
         consumer: "abc",
-    };
+        kinds: &[],
+        renamed: &RENAMED,
+    });
 
     fn provider(name: &str, uid: &str, cluster: &str, app_uid: &str, labels: Value) -> Value {
         json!({"metadata": {"name": name, "namespace": "kube-bind-abc-default", "uid": uid,
@@ -314,6 +420,59 @@ mod tests {
             "finalizers": ["provider.example/cleanup", "app.example/protect"]},
             "spec": {"size": "20"}});
         assert!(MOVER.plan(&[source], &[carried]).carry.is_empty());
+    }
+
+    #[test]
+    fn the_app_objects_owners_go_to_its_copy_as_bindery_stores_them() {
+        let config_map = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "c", "uid": "c1"});
+        let mut source = app("a", "a1", false);
+        source["metadata"]["ownerReferences"] = json!([config_map,
+            {"apiVersion": "example.com/v1", "kind": "Widget", "name": "b", "uid": "a2"}]);
+        let copies = [
+            provider("a", "p1", "kube-bind-abc", "a1", json!({})),
+            provider("b", "p2", "kube-bind-abc", "a2", json!({})),
+        ];
+        let apps = [source, app("b", "a2", false)];
+        let renamed = MOVER.renamed(&apps, &copies);
+        assert_eq!(
+            renamed,
+            Renamed::from([("a1".into(), "p1".into()), ("a2".into(), "p2".into())])
+        );
+        let kinds = [ProviderKind {
+            group: "example.com".into(),
+            kind: "Widget".into(),
+            prefixed: false,
+        }];
+        let mover = Mover {
+            kinds: &kinds,
+            renamed: &renamed,
+            ..*MOVER
+        };
+        let plan = mover.plan(&apps, &copies);
+        assert_eq!(plan.carry.len(), 1, "{:?}", plan.carry);
+        let (key, patch) = &plan.carry[0];
+        assert_eq!(key.name, "a");
+        // The reference to a moved object names its copy's uid, for the
+        // provider's collector; the one to the app ConfigMap is kept where
+        // bindery's translation reads it back from, in its place.
+        assert_eq!(
+            patch["metadata"]["ownerReferences"],
+            json!([{"apiVersion": "example.com/v1", "kind": "Widget", "name": "b", "uid": "p2"}])
+        );
+        let kept: Value = serde_json::from_str(
+            patch["metadata"]["annotations"][OWNER_REFERENCES_ANNOTATION]
+                .as_str()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(kept, json!([{"index": 0, "reference": config_map}]));
+        // Once carried, nothing is left to carry.
+        let mut carried = copies[0].clone();
+        carried["metadata"]["ownerReferences"] = patch["metadata"]["ownerReferences"].clone();
+        carried["metadata"]["annotations"][OWNER_REFERENCES_ANNOTATION] =
+            patch["metadata"]["annotations"][OWNER_REFERENCES_ANNOTATION].clone();
+        let again = mover.plan(&apps, &[carried, copies[1].clone()]);
+        assert!(again.carry.is_empty(), "{:?}", again.carry);
     }
 
     #[test]

@@ -383,22 +383,7 @@ fn a_kube_bind_export_copies_the_consumers_claimed_secrets_up() {
     app_secret(&stale, "fresh", Some("consumer"));
     app_secret(&pulled, "provider's", Some("provider"));
     let upstream = |name: &str| -> Option<serde_json::Value> {
-        let output = provider.kubectl_output(
-            &[
-                "-n",
-                &provider_namespace,
-                "get",
-                "secret",
-                name,
-                "-o",
-                "json",
-            ],
-            None,
-        );
-        output
-            .status
-            .success()
-            .then(|| serde_json::from_slice(&output.stdout).expect("JSON"))
+        provider.get_json(&provider_namespace, "secret", name)
     };
     let password = |secret: &serde_json::Value| {
         use base64::Engine;

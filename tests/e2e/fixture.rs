@@ -258,6 +258,25 @@ impl Cluster {
         ]);
     }
 
+    /// `kubectl -n <namespace> get <resource> <name> -o json`: the object,
+    /// or `None` when kubectl fails (it is not there).
+    #[allow(dead_code)] // not every binary that includes the fixture reads one
+    pub fn get_json(
+        &self,
+        namespace: &str,
+        resource: &str,
+        name: &str,
+    ) -> Option<serde_json::Value> {
+        let output = self.kubectl_output(
+            &["-n", namespace, "get", resource, name, "-o", "json"],
+            None,
+        );
+        output
+            .status
+            .success()
+            .then(|| serde_json::from_slice(&output.stdout).expect("kubectl prints JSON"))
+    }
+
     pub fn kubectl(&self, args: &[&str]) -> String {
         self.kubectl_with_stdin(args, None)
     }

@@ -287,6 +287,56 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
         app.kubectl(&args);
     }
 
+    // Owners both ways (issue 33, finding 3): an app ConfigMap owned by a
+    // bound object (the app cluster's garbage collector deleted it as the
+    // copied CRD went), and a bound object owned by an app ConfigMap (the
+    // reference was lost).
+    let owner = names[1].clone();
+    let owner_uid = app_objects[1]["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let owner_provider_uid = provider_before[1]["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(provider_before[1]["metadata"]["name"], owner.as_str());
+    app.kubectl_with_stdin(
+        &["apply", "-f", "-"],
+        Some(
+            &json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "owned-by-a-widget", "namespace": "default",
+                    "ownerReferences": [{"apiVersion": format!("{GROUP}/v1"), "kind": "Widget",
+                        "name": owner, "uid": owner_uid}]},
+                "data": {"k": "v"}})
+            .to_string(),
+        ),
+    );
+    app.kubectl(&["-n", "default", "create", "configmap", "owns-a-widget"]);
+    let app_owner_uid = app.kubectl(&[
+        "-n",
+        "default",
+        "get",
+        "configmap",
+        "owns-a-widget",
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    let owned = names[2].clone();
+    app.kubectl(&[
+        "-n",
+        "default",
+        "patch",
+        CRD,
+        &owned,
+        "--type=merge",
+        "-p",
+        &json!({"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap",
+            "name": "owns-a-widget", "uid": app_owner_uid}]}})
+        .to_string(),
+    ]);
+    let dependent = || app.get_json("default", "configmap", "owned-by-a-widget");
+
     // A dry run says what it would do and changes nothing.
     let (ok, said) = migrate(&app.kubeconfig, &["--dry-run"]);
     assert!(ok, "{said}");
@@ -436,6 +486,18 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
             .success(),
         "kube-bind's binding is deleted last"
     );
+    // The app cluster's garbage collector had the copied CRD's deletion to
+    // act on: the dependent stays, its reference held aside.
+    std::thread::sleep(Duration::from_secs(5));
+    let holding = dependent().expect("the app ConfigMap owned by a moved object stays");
+    assert!(
+        holding["metadata"]["ownerReferences"].is_null(),
+        "{holding}"
+    );
+    assert_eq!(
+        holding["metadata"]["labels"]["bindery.dev/held-owner-references"], "true",
+        "{holding}"
+    );
 
     // Run again, it finishes, and names the identity to bind with.
     let (ok, said) = migrate(&app.kubeconfig, &[]);
@@ -495,6 +557,14 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
         );
         assert_eq!(after["metadata"]["namespace"], "default", "{name}");
         assert_eq!(after["status"], before["status"], "{name}");
+        if *name == owned.as_str() {
+            assert_eq!(
+                after["metadata"]["ownerReferences"],
+                json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owns-a-widget",
+                    "uid": app_owner_uid}]),
+                "the reference to an app ConfigMap moved with the object: {after}"
+            );
+        }
         if *name == edited.as_str() {
             assert_eq!(after["spec"]["size"], "edited-in-the-app", "{after}");
             assert_eq!(after["metadata"]["labels"]["team"], "orders", "{after}");
@@ -580,6 +650,26 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+
+    // `bind --export` put the held reference back, naming the owner as
+    // bindery serves it; the app cluster's garbage collector finds it there
+    // and keeps the dependent.
+    let back = dependent().expect("the dependent is there after the bind");
+    assert_eq!(
+        back["metadata"]["ownerReferences"],
+        json!([{"apiVersion": format!("{GROUP}/v1"), "kind": "Widget", "name": owner,
+            "uid": owner_provider_uid}]),
+        "{back}"
+    );
+    assert!(
+        back["metadata"]["labels"]["bindery.dev/held-owner-references"].is_null(),
+        "{back}"
+    );
+    std::thread::sleep(Duration::from_secs(10));
+    assert!(
+        dependent().is_some(),
+        "the app cluster's garbage collector keeps the dependent of a served owner"
+    );
 
     // Run again: nothing left to do, nothing changes.
     // kube-bind's binding is gone: the identity is given.

@@ -51,7 +51,7 @@ pub use resources::{
 };
 pub use service_binding::{
     APIServiceBinding, APIServiceBindingSpec, APIServiceBindingStatus, AcceptablePermissionClaim,
-    ClaimState, NamespacedSecretKeyRef,
+    CLAIMS_ANNOTATION, ClaimState, NamespacedSecretKeyRef,
 };
 pub use service_export::{
     APIServiceExport, APIServiceExportSpec, APIServiceExportStatus, IDENTITY_VALID_CONDITION,

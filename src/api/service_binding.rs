@@ -55,6 +55,31 @@ pub struct APIServiceBindingSpec {
     pub permission_claims: Vec<AcceptablePermissionClaim>,
 }
 
+/// Annotation on a binding bindery wrote: its permission claims with their
+/// decisions, as a JSON list, kept where no schema prunes them. kube-bind's
+/// konnector, started in the app cluster, installs its own
+/// APIServiceBinding CRD, which lacks `spec.permissionClaims`: from then on
+/// kube-apiserver drops that field from every read of the binding.
+pub const CLAIMS_ANNOTATION: &str = "bindery.dev/permission-claims";
+
+impl APIServiceBinding {
+    /// The binding's claims and their decisions: `spec.permissionClaims`,
+    /// or, where a schema without it pruned the field, those
+    /// [`CLAIMS_ANNOTATION`] holds (none when it does not read as a list of
+    /// claims).
+    pub fn claim_decisions(&self) -> Vec<AcceptablePermissionClaim> {
+        if !self.spec.permission_claims.is_empty() {
+            return self.spec.permission_claims.clone();
+        }
+        self.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(CLAIMS_ANNOTATION))
+            .and_then(|text| serde_json::from_str(text).ok())
+            .unwrap_or_default()
+    }
+}
+
 /// A key of a Secret in a given namespace.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -190,6 +215,30 @@ status:
             AcceptablePermissionClaim::new(claims[1].claim(), ClaimState::Rejected),
             claims[1]
         );
+    }
+
+    #[test]
+    fn pruned_claims_are_read_from_the_annotation() {
+        let written: APIServiceBinding = assert_yaml_round_trip(EXAMPLE);
+        let mut pruned = written.clone();
+        pruned.spec.permission_claims.clear();
+        assert!(pruned.claim_decisions().is_empty());
+        pruned.metadata.annotations = Some(
+            [(
+                CLAIMS_ANNOTATION.to_string(),
+                serde_json::to_string(&written.spec.permission_claims).unwrap(),
+            )]
+            .into(),
+        );
+        assert_eq!(pruned.claim_decisions(), written.spec.permission_claims);
+        // The spec, when there, is what holds.
+        let mut both = pruned.clone();
+        both.spec.permission_claims = written.spec.permission_claims[..1].to_vec();
+        assert_eq!(both.claim_decisions().len(), 1);
+        let mut unreadable = pruned;
+        unreadable.metadata.annotations =
+            Some([(CLAIMS_ANNOTATION.to_string(), "{not a list".to_string())].into());
+        assert!(unreadable.claim_decisions().is_empty());
     }
 
     #[test]

@@ -16,7 +16,7 @@
 
 use super::wire::GroupVersion;
 use crate::api::claims::PermissionClaim;
-use crate::api::{APIServiceBinding, AcceptablePermissionClaim, ClaimState};
+use crate::api::{APIServiceBinding, AcceptablePermissionClaim, CLAIMS_ANNOTATION, ClaimState};
 use crate::translate::claimed_discovery::CLAIMED_VERBS;
 use base64::Engine;
 use kube::CustomResourceExt;
@@ -276,9 +276,14 @@ pub fn binding(inputs: &BindingInputs) -> Vec<Value> {
         .map(|c| AcceptablePermissionClaim::new(c, ClaimState::Accepted))
         .collect();
     objects.extend(claim_access(inputs.export, inputs.claims));
+    let mut metadata = json!({"name": inputs.export, "labels": labels});
+    if !claims.is_empty() {
+        metadata["annotations"] = json!({CLAIMS_ANNOTATION: serde_json::to_string(&claims)
+            .expect("claims serialize")});
+    }
     objects.push(json!({
         "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceBinding",
-        "metadata": {"name": inputs.export, "labels": labels},
+        "metadata": metadata,
         "spec": {
             "kubeconfigSecretRef": {"namespace": NAMESPACE, "name": secret, "key": "kubeconfig"},
             "permissionClaims": claims,
@@ -431,6 +436,15 @@ mod tests {
             .unwrap();
         assert_eq!(binding["metadata"]["name"], "postgresql");
         assert_eq!(binding["spec"]["permissionClaims"][0]["state"], "Accepted");
+        // Also where kube-bind's schema, reinstalled by its konnector, does
+        // not prune them.
+        let typed: APIServiceBinding = serde_json::from_value(json!({
+            "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceBinding",
+            "metadata": binding["metadata"],
+            "spec": {"kubeconfigSecretRef": binding["spec"]["kubeconfigSecretRef"]}}))
+        .unwrap();
+        assert_eq!(typed.claim_decisions().len(), 1);
+        assert!(typed.claim_decisions()[0].is_accepted());
         assert_eq!(
             binding["spec"]["kubeconfigSecretRef"]["name"],
             "bindery-provider-postgresql"

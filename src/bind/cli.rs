@@ -332,7 +332,7 @@ async fn bind_template(
         .iter_mut()
         .find(|o| o["kind"] == "APIServiceBinding")
     {
-        b["metadata"]["annotations"] = serde_json::json!({CONSUMER_ANNOTATION: state.consumer});
+        b["metadata"]["annotations"][CONSUMER_ANNOTATION] = serde_json::json!(state.consumer);
     }
     if options.print_yaml {
         let mut all = vec![app_objects::namespace(), app_objects::binding_crd()];

@@ -36,12 +36,11 @@ pub async fn accepted<'e>(
     else {
         return Ok(None);
     };
+    let decisions = app_binding.claim_decisions();
     let claims = claims
         .into_iter()
         .filter(|claim| {
-            app_binding
-                .spec
-                .permission_claims
+            decisions
                 .iter()
                 .any(|a| a.is_accepted() && a.claim() == **claim)
         })

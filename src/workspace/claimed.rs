@@ -425,7 +425,7 @@ pub async fn accepted_claims(
         .await
         .map_err(unavailable)?;
     let accepted: Vec<PermissionClaim> = binding
-        .map(|b| b.spec.permission_claims)
+        .map(|b| b.claim_decisions())
         .unwrap_or_default()
         .into_iter()
         .filter(|a| a.is_accepted())

@@ -77,18 +77,7 @@ fn provider_owned_claimed_secrets_follow_their_source_into_the_app_cluster() {
     let token = bind_template("postgresql");
     let (app, provider) = (&clusters().app, &clusters().provider);
     let source_namespace = format!("{}-default", app_cluster_namespace());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !provider
-        .kubectl_output(&["get", "namespace", &source_namespace], None)
-        .status
-        .success()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the pre-seeded namespace never appeared"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    provider.wait_found(&["namespace", &source_namespace], Duration::from_secs(30));
     let secret = |name: &str, password: &str, part_of: Option<&str>| {
         let mut args = vec![
             "-n".to_string(),
@@ -223,18 +212,7 @@ fn a_kube_bind_claim_copies_down_what_kube_bind_would() {
     let _guard = app_cluster_binds();
     let token = bind_template(&template);
     let source_namespace = format!("{}-default", app_cluster_namespace());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !provider
-        .kubectl_output(&["get", "namespace", &source_namespace], None)
-        .status
-        .success()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the pre-seeded namespace never appeared"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    provider.wait_found(&["namespace", &source_namespace], Duration::from_secs(30));
     let secret = |name: &str, owner: Option<&str>| {
         let mut labels = serde_json::json!({"kb-claim": selector});
         if let Some(owner) = owner {
@@ -342,18 +320,7 @@ fn a_kube_bind_export_copies_the_consumers_claimed_secrets_up() {
         unique_name("up-stale"),
     );
     // The copy kube-bind's konnector pushed up earlier, now stale.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !provider
-        .kubectl_output(&["get", "namespace", &provider_namespace], None)
-        .status
-        .success()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the pre-seeded namespace never appeared"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    provider.wait_found(&["namespace", &provider_namespace], Duration::from_secs(30));
     provider.kubectl_with_stdin(
         &["apply", "-f", "-"],
         Some(

@@ -277,6 +277,22 @@ impl Cluster {
             .then(|| serde_json::from_slice(&output.stdout).expect("kubectl prints JSON"))
     }
 
+    /// Waits up to `within` until `kubectl get <what…>` finds it.
+    #[allow(dead_code)] // not every binary that includes the fixture waits for one
+    pub fn wait_found(&self, what: &[&str], within: std::time::Duration) {
+        let deadline = std::time::Instant::now() + within;
+        let mut args = vec!["get"];
+        args.extend_from_slice(what);
+        while !self.kubectl_output(&args, None).status.success() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "kubectl get {} found nothing within {within:?}",
+                what.join(" ")
+            );
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+    }
+
     pub fn kubectl(&self, args: &[&str]) -> String {
         self.kubectl_with_stdin(args, None)
     }

@@ -811,3 +811,125 @@ fn a_konnector_still_running_stops_the_move_before_anything_is_removed() {
     assert!(!log.contains("2. "), "it went past step 1:\n{log}");
     app.kubectl(&["get", "apiservicebinding", &export]);
 }
+
+/// A konnector started again in an app cluster bindery serves (as GitOps
+/// scales a Deployment back up after a move) reinstalls kube-bind's
+/// APIServiceBinding CRD, which lacks `spec.permissionClaims`, and from then
+/// on kube-apiserver drops the field from every read of bindery's binding
+/// (issue 33, finding 2). The claims stay in force: a provider Secret made
+/// afterwards is still copied down. kube-bind v0.8.2's own konnector runs
+/// here as a process.
+#[test]
+fn a_konnector_started_again_leaves_binderys_claims_in_force() {
+    use crate::kube_bind_live::{Running, kube_bind_binaries};
+    crate::controllers::install_examples();
+    let binaries = kube_bind_binaries();
+    let app = own_app_cluster("migrate-claims");
+    let provider = &clusters().provider;
+    let selector = unique_name("again");
+    let template = unique_name("konnector-again");
+    provider.kubectl_with_stdin(
+        &["apply", "-f", "-"],
+        Some(
+            &json!({"apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExportTemplate",
+                "metadata": {"name": template},
+                "spec": {"scope": "Namespaced",
+                    "resources": [{"group": "anynines.com", "resource": "servicebindings"}],
+                    "permissionClaims": [{"group": "", "resource": "secrets",
+                        "selector": {"labelSelector": {"matchLabels": {"kb-again": selector}}}}],
+                    "namespaces": [{"name": "default"}]}})
+            .to_string(),
+        ),
+    );
+    let (_, token) = binder_token(true);
+    succeeded(
+        "bind --template",
+        &bindery_command_for(&bindery().url, "bind", &app.kubeconfig)
+            .args(["--template", &template])
+            .env("BINDERY_TOKEN", &token)
+            .output()
+            .expect("bindery runs"),
+    );
+    let provider_namespace = format!(
+        "{}-default",
+        cluster_namespace("kube-bind-", &app.kube_system_uid())
+    );
+    let provider_secret = |name: &str| {
+        provider.kubectl_with_stdin(
+            &["apply", "-f", "-"],
+            Some(
+                &json!({"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": name, "namespace": provider_namespace,
+                        "labels": {"kb-again": selector}},
+                    "stringData": {"password": name}})
+                .to_string(),
+            ),
+        );
+    };
+    let copied_down = |name: &str, why: &str| {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while app.get_json("default", "secret", name).is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "{why}: {name} never reached the app cluster"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    provider.wait_found(&["namespace", &provider_namespace], Duration::from_secs(60));
+    provider_secret("before");
+    copied_down("before", "bound with a claim");
+
+    let binding_crd_has_claims = || {
+        let crd: Value = serde_json::from_str(&app.kubectl(&[
+            "get",
+            "crd",
+            "apiservicebindings.kube-bind.io",
+            "-o",
+            "json",
+        ]))
+        .expect("JSON");
+        crd["spec"]["versions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|v| {
+                !v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+                    ["permissionClaims"]
+                    .is_null()
+            })
+    };
+    assert!(binding_crd_has_claims(), "bind installed bindery's schema");
+    {
+        let konnector = Running::start(
+            "migrate-claims-konnector",
+            Command::new(binaries.join("konnector"))
+                .arg("--server-address=127.0.0.1:0")
+                .arg("--kubeconfig")
+                .arg(&app.kubeconfig)
+                .env("POD_NAMESPACE", "kube-system")
+                .env("POD_NAME", "konnector-again"),
+        );
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while binding_crd_has_claims() {
+            assert!(
+                Instant::now() < deadline,
+                "the konnector never reinstalled its CRD:\n{}",
+                konnector.tail()
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+    // kube-apiserver now prunes the field from reads of bindery's binding.
+    let bindings = app.kubectl(&["get", "apiservicebindings.kube-bind.io", "-o", "json"]);
+    let listed = items(&bindings);
+    assert!(!listed.is_empty(), "{bindings}");
+    assert!(
+        listed
+            .iter()
+            .all(|b| b["spec"]["permissionClaims"].is_null()),
+        "{bindings}"
+    );
+    provider_secret("after");
+    copied_down("after", "after the konnector reinstalled kube-bind's CRD");
+}

@@ -275,8 +275,7 @@ async fn report_to_binding(
         .map(|r| r.group_resource())
         .collect();
     let claims: Vec<_> = binding
-        .spec
-        .permission_claims
+        .claim_decisions()
         .iter()
         .filter(|c| c.is_accepted())
         .map(|c| c.claim())

@@ -10,7 +10,7 @@
 //! the object as the write leaves it, so it holds whatever the request was
 //! (any patch type, any body), even where bindery's translation had a bug.
 
-use super::{Context, export_guard};
+use super::{Context, export_guard, kube_bind_rbac_guard};
 use crate::translate::identity::{
     CONSUMER_LABEL, CONSUMER_SERVICE_ACCOUNT, EXPORT_EXTRA, EXPORT_LABEL,
 };
@@ -107,7 +107,8 @@ pub fn binding(name: &str) -> Value {
     })
 }
 
-/// Applies the policies (this one and `export_guard`'s) and their
+/// Applies the policies (this one, `export_guard`'s and
+/// `kube_bind_rbac_guard`'s) and their
 /// bindings, and again every few minutes.
 pub async fn run(context: std::sync::Arc<Context>) {
     loop {
@@ -125,15 +126,24 @@ pub async fn run(context: std::sync::Arc<Context>) {
 async fn apply(context: &Context) -> kube::Result<()> {
     let policies = Api::<ValidatingAdmissionPolicy>::all(context.client.clone());
     let bindings = Api::<ValidatingAdmissionPolicyBinding>::all(context.client.clone());
-    for (name, policy) in [
-        (POLICY, policy(&context.prefix)),
-        (export_guard::POLICY, export_guard::policy()),
+    for (name, policy, binding) in [
+        (POLICY, policy(&context.prefix), binding(POLICY)),
+        (
+            export_guard::POLICY,
+            export_guard::policy(),
+            binding(export_guard::POLICY),
+        ),
+        (
+            kube_bind_rbac_guard::POLICY,
+            kube_bind_rbac_guard::policy(),
+            kube_bind_rbac_guard::binding(),
+        ),
     ] {
         policies
             .patch(name, &context.apply(), &Patch::Apply(policy))
             .await?;
         bindings
-            .patch(name, &context.apply(), &Patch::Apply(binding(name)))
+            .patch(name, &context.apply(), &Patch::Apply(binding))
             .await?;
     }
     Ok(())

@@ -14,6 +14,7 @@ mod plan_tests;
 
 use super::conditions::{condition, set_condition};
 use super::deletion::{DeletionPolicy, POLICY_ANNOTATION};
+use super::kube_bind_rbac_guard::CLUSTER_NAMESPACE_LABEL;
 use super::ownership::MANAGED_LABEL;
 use super::{Context, identity, instrument, naming, rbac, runner};
 use crate::api::keys::{AUTHOR_ANNOTATION, IDENTITY_ANNOTATION};
@@ -200,9 +201,12 @@ async fn claim_namespace(
     if let Some(author) = request.annotations().get(AUTHOR_ANNOTATION) {
         annotations.insert(AUTHOR_ANNOTATION.to_string(), author.clone());
     }
+    // Made by bindery, not kube-bind: kube-bind's backend may grant no
+    // rights for its exports (`kube_bind_rbac_guard`).
     let namespace = json!({
         "apiVersion": "v1", "kind": "Namespace",
-        "metadata": {"name": cluster_namespace, "annotations": annotations},
+        "metadata": {"name": cluster_namespace, "annotations": annotations,
+            "labels": {CLUSTER_NAMESPACE_LABEL: "true"}},
     });
     namespaces
         .patch(

@@ -9,6 +9,8 @@
 //! consumer, the copied CRD is gone, nothing was deleted on the provider,
 //! and once `bindery bind --export` registered the app cluster, kubectl
 //! there lists them through the aggregated path. A dry run changes nothing.
+//! App objects owned by moved objects, and moved objects owned by app
+//! objects, keep their owners; an object being deleted stays deleted.
 //! The move is interrupted after each step and halfway through steps 3 and
 //! 4 (the hidden `--stop-after`), and an app object the konnector never
 //! synced stops it before anything is removed; after each stop nothing is
@@ -287,6 +289,21 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
         app.kubectl(&args);
     }
 
+    // An object being deleted in the app cluster, held by a finalizer of
+    // the app's (issue 33, finding 3: it came back after the move).
+    let leaving = names[3].clone();
+    app.kubectl(&[
+        "-n",
+        "default",
+        "patch",
+        CRD,
+        &leaving,
+        "--type=json",
+        "-p",
+        r#"[{"op":"add","path":"/metadata/finalizers/-","value":"app.example/protect"}]"#,
+    ]);
+    app.kubectl(&["-n", "default", "delete", CRD, &leaving, "--wait=false"]);
+
     // Owners both ways (issue 33, finding 3): an app ConfigMap owned by a
     // bound object (the app cluster's garbage collector deleted it as the
     // copied CRD went), and a bound object owned by an app ConfigMap (the
@@ -387,12 +404,16 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
             .status
             .success()
         {
+            // The object being deleted goes once step 4 releases it.
+            let staying = |o: &&Value| o["metadata"]["name"] != leaving.as_str();
             let uids: Vec<Value> = app_widgets()
                 .iter()
+                .filter(staying)
                 .map(|o| o["metadata"]["uid"].clone())
                 .collect();
             let before: Vec<Value> = app_objects
                 .iter()
+                .filter(staying)
                 .map(|o| o["metadata"]["uid"].clone())
                 .collect();
             assert_eq!(uids, before, "after {after}: the app cluster's objects");
@@ -557,6 +578,18 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
         );
         assert_eq!(after["metadata"]["namespace"], "default", "{name}");
         assert_eq!(after["status"], before["status"], "{name}");
+        if *name == leaving.as_str() {
+            // Still being deleted, held by the app's finalizer only.
+            assert!(
+                after["metadata"]["deletionTimestamp"].is_string(),
+                "{after}"
+            );
+            assert_eq!(
+                after["metadata"]["finalizers"],
+                json!(["app.example/protect"]),
+                "{after}"
+            );
+        }
         if *name == owned.as_str() {
             assert_eq!(
                 after["metadata"]["ownerReferences"],
@@ -671,6 +704,32 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
         "the app cluster's garbage collector keeps the dependent of a served owner"
     );
 
+    // The app's controller lets the object being deleted go, through
+    // bindery: it is gone, on the provider too.
+    app.kubectl(&[
+        "-n",
+        "default",
+        "patch",
+        CRD,
+        &leaving,
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while provider_widgets().len() != OBJECTS - 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the object being deleted is gone"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(
+        provider_widgets()
+            .iter()
+            .all(|o| o["metadata"]["name"] != leaving.as_str())
+    );
+
     // Run again: nothing left to do, nothing changes.
     // kube-bind's binding is gone: the identity is given.
     let (ok, said) = migrate(
@@ -679,12 +738,12 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
     );
     assert!(ok, "{said}");
     assert!(
-        said.contains(&format!("{OBJECTS} adopted already")),
+        said.contains(&format!("{} adopted already", OBJECTS - 1)),
         "{said}"
     );
     let (ok, said) = migrate(&app.kubeconfig, &[]);
     assert!(ok && said.contains("Nothing to move"), "{said}");
-    assert_eq!(provider_widgets().len(), OBJECTS);
+    assert_eq!(provider_widgets().len(), OBJECTS - 1);
 
     // An administrator who may update the export, and holds `bind` on no
     // template, unbinds it (there is no template of its name; on main a
@@ -723,7 +782,7 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
         assert!(Instant::now() < deadline, "the export is gone");
         std::thread::sleep(Duration::from_millis(300));
     }
-    assert_eq!(provider_widgets().len(), OBJECTS);
+    assert_eq!(provider_widgets().len(), OBJECTS - 1);
     provider.kubectl(&[
         "-n",
         &provider_ns,

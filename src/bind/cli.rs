@@ -363,13 +363,25 @@ async fn bind_template(
         .iter()
         .map(|gv| format!("{}/{}", gv.group, gv.version))
         .collect();
-    let put_back = crate::moved_owners::put_back_all(app, &served).await?;
-    if put_back > 0 {
-        reporter
-            .step(format!(
-                "{put_back} objects owned by moved objects have their ownerReferences back"
-            ))
-            .await;
+    // The binding stands either way: what is not put back stays held, and
+    // the next bind puts it back.
+    match crate::moved_owners::put_back_all(app, &served).await {
+        Ok(0) => {}
+        Ok(put_back) => {
+            reporter
+                .step(format!(
+                    "{put_back} objects owned by moved objects have their ownerReferences back"
+                ))
+                .await
+        }
+        Err(error) => {
+            reporter
+                .step(format!(
+                    "Objects owned by moved objects keep their ownerReferences held aside \
+                     ({error:#}); run this bind again to put them back"
+                ))
+                .await
+        }
     }
     let resources: Vec<String> = state
         .group_versions

@@ -454,6 +454,10 @@ impl Move {
     /// app cluster's garbage collector does not delete them as the CRD
     /// goes; `bindery bind` puts them back once bindery serves the owners.
     async fn hold_references(&self, renamed: &Renamed) -> Result<()> {
+        // Nothing moves (the app cluster's CRDs are gone already).
+        if renamed.is_empty() {
+            return Ok(());
+        }
         if self.dry_run {
             eprintln!("4. would hold aside the app objects' references to moved objects");
             return Ok(());

@@ -629,7 +629,7 @@ fn kube_binds_own_konnector_and_backend_keep_syncing_where_bindery_runs() {
 
 /// How long kube-bind and bindery run side by side in
 /// `kube_binds_own_konnector_and_backend_keep_syncing_where_bindery_runs`:
-/// `BINDERY_SIDE_BY_SIDE_SECONDS`, 60 unless set (600 is the ten
+/// `BINDERY_SIDE_BY_SIDE_SECONDS`, 20 unless set (600 is the ten
 /// minutes, run by hand: past the backend's deletion of requests after ten
 /// minutes, bindery's included).
 fn side_by_side_seconds() -> Duration {
@@ -639,7 +639,7 @@ fn side_by_side_seconds() -> Duration {
             text.parse()
                 .unwrap_or_else(|_| panic!("BINDERY_SIDE_BY_SIDE_SECONDS={text:?}: not seconds"))
         })
-        .unwrap_or(60);
+        .unwrap_or(20);
     Duration::from_secs(seconds)
 }
 

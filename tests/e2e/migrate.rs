@@ -698,7 +698,7 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
         back["metadata"]["labels"]["bindery.dev/held-owner-references"].is_null(),
         "{back}"
     );
-    std::thread::sleep(Duration::from_secs(10));
+    std::thread::sleep(Duration::from_secs(5));
     assert!(
         dependent().is_some(),
         "the app cluster's garbage collector keeps the dependent of a served owner"

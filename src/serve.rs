@@ -141,13 +141,13 @@ pub async fn run(options: Options) -> Result<()> {
         .await
         .with_context(|| format!("listening on {}", options.listen))?;
     let address = listener.local_addr()?;
-    if let Some(mut controllers) = options.controllers {
+    let controllers = options.controllers.map(|mut controllers| {
         controllers.external_url = options
             .external_url
             .clone()
             .or_else(|| Some(listen_url(address)));
-        tokio::spawn(crate::controllers::run(client.clone(), controllers));
-    }
+        tokio::spawn(crate::controllers::run(client.clone(), controllers))
+    });
     catalog.wait_synced().await;
     if let Some(cache) = cache {
         tokio::spawn(warm(catalog.clone(), cache));
@@ -189,6 +189,13 @@ pub async fn run(options: Options) -> Result<()> {
     };
     let idle_timeout = options.idle_connection_timeout;
     crate::server::run(app, tls, authentication, listener, idle_timeout, shutdown).await;
+    // The controllers stop before the runtime does: dropped whole, rather
+    // than task by task as the runtime shuts down (which cancelled a
+    // reconcile under a controller still polling it).
+    if let Some(controllers) = controllers {
+        controllers.abort();
+        let _ = controllers.await;
+    }
     Ok(())
 }
 

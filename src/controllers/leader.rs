@@ -48,9 +48,13 @@ where
             }
             metrics.leading(&settings.name, true);
             tracing::info!(identity = %settings.identity, "leading: controllers start");
-            let running = tokio::spawn(work());
-            let _ = leading.wait_for(|held| !*held).await;
-            running.abort();
+            // The work runs inside this future, not a task of its own: when
+            // the Lease is lost, or this future is dropped (the server
+            // stopping), the controllers go with it, at once.
+            tokio::select! {
+                () = work() => {}
+                _ = leading.wait_for(|held| !*held) => {}
+            }
             tracing::warn!(identity = %settings.identity, "lost the Lease: controllers stop");
         }
         drop(leading);

@@ -268,19 +268,19 @@ impl Move {
         let export_label = hash
             .map(|h| h.label_value().to_string())
             .unwrap_or_default();
-        let no_renames = Renamed::new();
-        let mut mover = Mover {
+        let renamed: Renamed = listed
+            .iter()
+            .flat_map(|l| {
+                plan::renamed(&self.cluster_namespace, &l.app_objects, &l.provider_objects)
+            })
+            .collect();
+        let mover = Mover {
             cluster_namespace: &self.cluster_namespace,
             export_label: &export_label,
             consumer: &self.consumer,
             kinds: &kinds,
-            renamed: &no_renames,
+            renamed: &renamed,
         };
-        let renamed: Renamed = listed
-            .iter()
-            .flat_map(|l| mover.renamed(&l.app_objects, &l.provider_objects))
-            .collect();
-        mover.renamed = &renamed;
         for resource in &listed {
             self.adopt(&mover, resource).await?;
         }

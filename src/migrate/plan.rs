@@ -101,56 +101,12 @@ fn uid(object: &Value) -> Option<&str> {
 }
 
 impl Mover<'_> {
-    /// The provider copies the konnector made for this consumer.
-    fn ours<'v>(&self, provider: &'v [Value]) -> Vec<&'v Value> {
-        provider
-            .iter()
-            .filter(|p| {
-                text(p, "annotations", CLUSTER_NAMESPACE_ANNOTATION) == Some(self.cluster_namespace)
-            })
-            .collect()
-    }
-
-    /// Each of this consumer's provider copies, with its app object if the
-    /// app cluster still has it.
-    fn pairs<'v>(
-        &self,
-        app: &'v [Value],
-        provider: &'v [Value],
-    ) -> Vec<(&'v Value, Option<&'v Value>)> {
-        let app_by_uid: BTreeMap<&str, &Value> =
-            app.iter().filter_map(|a| uid(a).map(|u| (u, a))).collect();
-        self.ours(provider)
-            .into_iter()
-            .map(|copy| {
-                let source = text(copy, "annotations", CONSUMER_UID_ANNOTATION)
-                    .and_then(|u| app_by_uid.get(u).copied())
-                    .or_else(|| {
-                        app.iter().find(|a| {
-                            text(a, "annotations", PROVIDER_UID_ANNOTATION).is_some()
-                                && text(a, "annotations", PROVIDER_UID_ANNOTATION) == uid(copy)
-                        })
-                    });
-                (copy, source)
-            })
-            .collect()
-    }
-
-    /// The uids of one resource's moved objects: each app object's, and its
-    /// provider copy's, which bindery serves it with.
-    pub fn renamed(&self, app: &[Value], provider: &[Value]) -> Renamed {
-        self.pairs(app, provider)
-            .into_iter()
-            .filter_map(|(copy, source)| Some((uid(source?)?.to_string(), uid(copy)?.to_string())))
-            .collect()
-    }
-
     /// The plan for `app` (the konnector's app objects of one resource) and
     /// `provider` (the provider's objects of it).
     pub fn plan(&self, app: &[Value], provider: &[Value]) -> Plan {
         let mut plan = Plan::default();
-        let ours = self.ours(provider);
-        for (copy, source) in self.pairs(app, provider) {
+        let ours = ours(self.cluster_namespace, provider);
+        for (copy, source) in pairs(self.cluster_namespace, app, provider) {
             let export = text(copy, "labels", EXPORT_LABEL);
             let consumer = text(copy, "labels", CONSUMER_LABEL);
             match (export, consumer) {
@@ -197,6 +153,50 @@ impl Mover<'_> {
         }
         plan
     }
+}
+
+/// The provider copies the konnector made for the consumer of
+/// `cluster_namespace`.
+fn ours<'v>(cluster_namespace: &str, provider: &'v [Value]) -> Vec<&'v Value> {
+    provider
+        .iter()
+        .filter(|p| text(p, "annotations", CLUSTER_NAMESPACE_ANNOTATION) == Some(cluster_namespace))
+        .collect()
+}
+
+/// Each of that consumer's provider copies, with its app object if the app
+/// cluster still has it.
+fn pairs<'v>(
+    cluster_namespace: &str,
+    app: &'v [Value],
+    provider: &'v [Value],
+) -> Vec<(&'v Value, Option<&'v Value>)> {
+    let app_by_uid: BTreeMap<&str, &Value> =
+        app.iter().filter_map(|a| uid(a).map(|u| (u, a))).collect();
+    ours(cluster_namespace, provider)
+        .into_iter()
+        .map(|copy| {
+            let source = text(copy, "annotations", CONSUMER_UID_ANNOTATION)
+                .and_then(|u| app_by_uid.get(u).copied())
+                .or_else(|| {
+                    app.iter().find(|a| {
+                        text(a, "annotations", PROVIDER_UID_ANNOTATION).is_some()
+                            && text(a, "annotations", PROVIDER_UID_ANNOTATION) == uid(copy)
+                    })
+                });
+            (copy, source)
+        })
+        .collect()
+}
+
+/// The uids of one resource's moved objects for the consumer of
+/// `cluster_namespace`: each app object's, and its provider copy's, which
+/// bindery serves it with.
+pub fn renamed(cluster_namespace: &str, app: &[Value], provider: &[Value]) -> Renamed {
+    pairs(cluster_namespace, app, provider)
+        .into_iter()
+        .filter_map(|(copy, source)| Some((uid(source?)?.to_string(), uid(copy)?.to_string())))
+        .collect()
 }
 
 fn being_deleted(object: &Value) -> bool {
@@ -433,7 +433,7 @@ mod tests {
             provider("b", "p2", "kube-bind-abc", "a2", json!({})),
         ];
         let apps = [source, app("b", "a2", false)];
-        let renamed = MOVER.renamed(&apps, &copies);
+        let renamed = renamed(MOVER.cluster_namespace, &apps, &copies);
         assert_eq!(
             renamed,
             Renamed::from([("a1".into(), "p1".into()), ("a2".into(), "p2".into())])

@@ -190,6 +190,27 @@ fn bindery_beside_kube_bind(
     bindery
 }
 
+/// kube-bind's konnector (from `binaries`) on the app cluster of
+/// `kubeconfig`, as pod `pod` of kube-system; `name` names its log.
+pub(crate) fn start_konnector(
+    binaries: &Path,
+    name: &str,
+    kubeconfig: &Path,
+    pod: &str,
+) -> Running {
+    Running::start(
+        name,
+        Command::new(binaries.join("konnector"))
+            // Its health endpoint on a port of its own: two konnectors
+            // run at once in the tests (its default is :8090).
+            .arg("--server-address=127.0.0.1:0")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .env("POD_NAMESPACE", "kube-system")
+            .env("POD_NAME", pod),
+    )
+}
+
 /// kube-bind's backend on `provider`, its cluster namespaces starting with
 /// `prefix`; `name` names its log.
 fn start_backend(binaries: &Path, provider: &Cluster, name: &str, prefix: &str) -> Running {
@@ -356,16 +377,11 @@ fn kube_binds_own_konnector_and_backend_keep_syncing_where_bindery_runs() {
         &konnector_kubeconfig,
         &std::fs::read_to_string(&app.kubeconfig).expect("the app kubeconfig"),
     );
-    let konnector = Running::start(
+    let konnector = start_konnector(
+        &binaries,
         "konnector",
-        Command::new(binaries.join("konnector"))
-            // Its health endpoint on a port of its own: two konnectors
-            // run at once in the tests (its default is :8090).
-            .arg("--server-address=127.0.0.1:0")
-            .arg("--kubeconfig")
-            .arg(&konnector_kubeconfig)
-            .env("POD_NAMESPACE", "kube-system")
-            .env("POD_NAME", "konnector-live"),
+        &konnector_kubeconfig,
+        "konnector-live",
     );
     // The konnector installs kube-bind's CRDs in the app cluster.
     wait_for(

@@ -805,19 +805,14 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
 /// printed `Done`). kube-bind v0.8.2's own konnector runs here as a process.
 #[test]
 fn a_konnector_still_running_stops_the_move_before_anything_is_removed() {
-    use crate::kube_bind_live::{Running, kube_bind_binaries};
+    use crate::kube_bind_live::{kube_bind_binaries, start_konnector};
     let binaries = kube_bind_binaries();
     let app = own_app_cluster("migrate-konnector");
-    let konnector = Running::start(
+    let konnector = start_konnector(
+        &binaries,
         "migrate-konnector",
-        Command::new(binaries.join("konnector"))
-            // Its health endpoint on a port of its own: two konnectors
-            // run at once in the tests (its default is :8090).
-            .arg("--server-address=127.0.0.1:0")
-            .arg("--kubeconfig")
-            .arg(&app.kubeconfig)
-            .env("POD_NAMESPACE", "kube-system")
-            .env("POD_NAME", "another-konnector"),
+        &app.kubeconfig,
+        "another-konnector",
     );
     let deadline = Instant::now() + Duration::from_secs(120);
     while !app
@@ -880,7 +875,7 @@ fn a_konnector_still_running_stops_the_move_before_anything_is_removed() {
 /// here as a process.
 #[test]
 fn a_konnector_started_again_leaves_binderys_claims_in_force() {
-    use crate::kube_bind_live::{Running, kube_bind_binaries};
+    use crate::kube_bind_live::{kube_bind_binaries, start_konnector};
     crate::controllers::install_examples();
     let binaries = kube_bind_binaries();
     let app = own_app_cluster("migrate-claims");
@@ -960,14 +955,11 @@ fn a_konnector_started_again_leaves_binderys_claims_in_force() {
     };
     assert!(binding_crd_has_claims(), "bind installed bindery's schema");
     {
-        let konnector = Running::start(
+        let konnector = start_konnector(
+            &binaries,
             "migrate-claims-konnector",
-            Command::new(binaries.join("konnector"))
-                .arg("--server-address=127.0.0.1:0")
-                .arg("--kubeconfig")
-                .arg(&app.kubeconfig)
-                .env("POD_NAMESPACE", "kube-system")
-                .env("POD_NAME", "konnector-again"),
+            &app.kubeconfig,
+            "konnector-again",
         );
         let deadline = Instant::now() + Duration::from_secs(120);
         while binding_crd_has_claims() {

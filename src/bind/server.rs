@@ -20,6 +20,9 @@ use crate::api::{
 };
 use crate::app_cluster;
 use crate::authz::Authorizer;
+use crate::controllers::kube_bind_rbac_guard::{
+    CLUSTER_NAMESPACE_LABEL, label_patch, made_by_bindery_unlabelled,
+};
 use crate::controllers::naming::cluster_namespace;
 use crate::controllers::ownership::{MANAGED_LABEL, Ours};
 use crate::proxy::{error, full};
@@ -330,14 +333,26 @@ impl BindService {
                     retry_after: None,
                 });
             }
+            if made_by_bindery_unlabelled(&existing) {
+                namespaces
+                    .patch(
+                        namespace,
+                        &PatchParams::default(),
+                        &Patch::Merge(label_patch()),
+                    )
+                    .await
+                    .map_err(internal)?;
+            }
             return Ok(());
         }
+        // Made by bindery, not kube-bind: kube-bind's backend may grant no
+        // rights for its exports (`kube_bind_rbac_guard`).
         let object = json!({
             "apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": namespace, "annotations": {
                 IDENTITY_ANNOTATION: identity,
                 AUTHOR_ANNOTATION: binder.name,
-            }},
+            }, "labels": {CLUSTER_NAMESPACE_LABEL: "true"}},
         });
         namespaces
             .patch(namespace, &apply(), &Patch::Apply(object))

@@ -16,6 +16,7 @@
 //! owned by one. The backend logs the refusal and goes on with its own
 //! exports, whose writes pass.
 
+use k8s_openapi::api::core::v1::Namespace;
 use serde_json::{Value, json};
 
 /// The policy's (and its binding's) name.
@@ -23,6 +24,36 @@ pub const POLICY: &str = "bindery.dev-kube-bind-rbac";
 
 /// Label (`"true"`) on a cluster namespace bindery made, not kube-bind.
 pub const CLUSTER_NAMESPACE_LABEL: &str = "bindery.dev/cluster-namespace";
+
+/// Whether `namespace`, a cluster namespace, was made by bindery (applied
+/// by one of its field managers, all named `bindery-…`) and lacks the
+/// label: made by a bindery of an earlier version, or by `bind` before it
+/// labelled what it makes. Labelled when its consumer binds again.
+pub fn made_by_bindery_unlabelled(namespace: &Namespace) -> bool {
+    let labelled = namespace
+        .metadata
+        .labels
+        .as_ref()
+        .is_some_and(|labels| labels.contains_key(CLUSTER_NAMESPACE_LABEL));
+    let applied_by_bindery = namespace
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .any(|entry| {
+            entry
+                .manager
+                .as_deref()
+                .is_some_and(|manager| manager.starts_with("bindery-"))
+                && entry.operation.as_deref() == Some("Apply")
+        });
+    applied_by_bindery && !labelled
+}
+
+/// The merge patch that labels a cluster namespace bindery made.
+pub fn label_patch() -> Value {
+    json!({"metadata": {"labels": {CLUSTER_NAMESPACE_LABEL: "true"}}})
+}
 
 /// The policy. Pure.
 pub fn policy() -> Value {
@@ -92,6 +123,34 @@ mod tests {
     use k8s_openapi::api::admissionregistration::v1::{
         ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
     };
+
+    #[test]
+    fn a_namespace_bindery_applied_without_the_label_is_labelled_and_no_other() {
+        let namespace = |manager: &str, labels: Value| -> Namespace {
+            serde_json::from_value(json!({"metadata": {"name": "kube-bind-a",
+                "labels": labels,
+                "managedFields": [{"manager": manager, "operation": "Apply",
+                    "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {}}]}}))
+            .unwrap()
+        };
+        assert!(made_by_bindery_unlabelled(&namespace(
+            "bindery-bind",
+            json!({})
+        )));
+        assert!(made_by_bindery_unlabelled(&namespace(
+            "bindery-controllers",
+            json!({})
+        )));
+        assert!(!made_by_bindery_unlabelled(&namespace(
+            "bindery-bind",
+            json!({CLUSTER_NAMESPACE_LABEL: "true"})
+        )));
+        // kube-bind's backend made it: kube-bind's namespace, not bindery's.
+        assert!(!made_by_bindery_unlabelled(&namespace(
+            "kube-bind-backend",
+            json!({})
+        )));
+    }
 
     #[test]
     fn the_policy_and_its_binding_are_valid_objects_that_take_namespaces_as_params() {

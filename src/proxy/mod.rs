@@ -264,8 +264,15 @@ impl Exchange<'_> {
         {
             return self.patch(*patch_type, patch, current).await;
         }
-        let mut provider = request_down(bound, self.resource, &self.request, &self.proxy.tokens)
-            .map_err(|e| request_error(bound, e))?;
+        let owner = self.cluster_namespace_owner(current.as_ref()).await?;
+        let mut provider = request_down(
+            bound,
+            self.resource,
+            &self.request,
+            &self.proxy.tokens,
+            current.as_ref().or(owner.as_ref()),
+        )
+        .map_err(|e| request_error(bound, e))?;
         if let (Verb::Delete, Some(current)) = (self.request.verb, &current) {
             pin_delete(&mut provider, current);
         }
@@ -471,8 +478,14 @@ impl Exchange<'_> {
         elsewhere
             .namespaces
             .insert(namespace.to_string(), cluster_namespace.clone());
-        let mut trial = request_down(&elsewhere, self.resource, &self.request, &self.proxy.tokens)
-            .map_err(|e| request_error(&elsewhere, e))?;
+        let mut trial = request_down(
+            &elsewhere,
+            self.resource,
+            &self.request,
+            &self.proxy.tokens,
+            None,
+        )
+        .map_err(|e| request_error(&elsewhere, e))?;
         if !trial.query.iter().any(|(key, _)| key == "dryRun") {
             trial.query.push(("dryRun".into(), "All".into()));
         }
@@ -493,6 +506,27 @@ impl Exchange<'_> {
         }
         let bytes = serde_json::to_vec(&answer).map_err(|_| self.unreadable())?;
         self.answer(status.as_u16(), &bytes, warnings)
+    }
+
+    /// For a create of a cluster-scoped object beside every other
+    /// consumer's, the reference to the consumer's cluster Namespace that
+    /// kube-bind's konnector gives it, as a stored object holding it.
+    async fn cluster_namespace_owner(
+        &self,
+        current: Option<&Value>,
+    ) -> Result<Option<Value>, Failure> {
+        let bound = self.bound();
+        let plain_create = self.request.verb == Verb::Create && self.resource.subresource.is_none();
+        if current.is_some() || !plain_create || !bound.owned_by_cluster_namespace() {
+            return Ok(None);
+        }
+        let uid = self.proxy.namespaces.cluster_namespace_uid(bound).await?;
+        Ok(uid.map(|uid| {
+            crate::translate::owners::owned_by_cluster_namespace(
+                bound.namespaces.cluster_namespace(),
+                &uid,
+            )
+        }))
     }
 
     /// The name a create's refusal gives its object, as kube-apiserver's
@@ -940,7 +974,7 @@ impl Exchange<'_> {
             }
             let pinned = result.pointer("/metadata/resourceVersion")
                 == base.pointer("/metadata/resourceVersion");
-            let body = update_down(bound, self.resource, &mut result)
+            let body = update_down(bound, self.resource, &mut result, &base)
                 .map_err(|refusal| request_error(bound, RequestError::Refused(refusal)))?;
             let mut query = Vec::new();
             options.encode(&mut query);

@@ -97,6 +97,31 @@ impl NamespaceProvisioner {
         made.is_ok()
     }
 
+    /// The uid of the consumer's cluster namespace, read afresh (a cluster
+    /// namespace made again has another); `None` when there is none.
+    pub async fn cluster_namespace_uid(
+        &self,
+        bound: &BoundResource,
+    ) -> Result<Option<String>, ApiError> {
+        use k8s_openapi::api::core::v1::Namespace;
+        let namespaces = kube::Api::<Namespace>::all(self.client.clone());
+        match namespaces
+            .get_opt(bound.namespaces.cluster_namespace())
+            .await
+        {
+            Ok(found) => Ok(found.and_then(|namespace| namespace.metadata.uid)),
+            Err(error) => {
+                // The provider's words name its objects: logged, not answered.
+                tracing::warn!(consumer = %bound.consumer, %error,
+                    "reading the cluster namespace failed");
+                Err(ApiError::internal(format!(
+                    "the owner of a new {} could not be read",
+                    bound.qualified_resource()
+                )))
+            }
+        }
+    }
+
     /// Makes sure consumer namespace `consumer_ns` has its provider
     /// namespace; refused (as `cap` refuses) when the consumer has all the
     /// provider namespaces its export allows.

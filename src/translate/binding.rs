@@ -129,6 +129,14 @@ impl BoundResource {
             .then(|| self.namespaces.cluster_namespace())
     }
 
+    /// Whether the objects are cluster-scoped and laid out beside every
+    /// other consumer's (`Prefixed` or `None`): kube-bind's konnector gives
+    /// each a reference to the consumer's cluster Namespace, so that they
+    /// go with it; under `Namespaced` they live in it.
+    pub fn owned_by_cluster_namespace(&self) -> bool {
+        !self.namespaced && self.isolation != Isolation::Namespaced
+    }
+
     /// The provider name of cluster-scoped object `name`.
     pub fn provider_name(&self, name: &str) -> String {
         match (self.namespaced, self.isolation) {

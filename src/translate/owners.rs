@@ -164,9 +164,20 @@ pub fn references_up(
         _ => Vec::new(),
     };
     let prefix = format!("{cluster_namespace}-");
+    let mut providers_own = Vec::new();
     references.retain_mut(|reference| {
+        // Not one bindery stored for the consumer (those are in the
+        // annotation): the provider's own, such as kube-bind's reference to
+        // the cluster Namespace. It names a provider object the app cluster
+        // lacks, whose collector would delete the dependent.
         let Some(kind) = provider_kind(kinds, reference) else {
-            return true;
+            providers_own.extend(
+                reference
+                    .get("uid")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+            );
+            return false;
         };
         if !kind.prefixed {
             return true;
@@ -182,6 +193,15 @@ pub fn references_up(
             _ => false,
         }
     });
+    if !providers_own.is_empty()
+        && let Some(Value::Array(entries)) = metadata.get_mut("managedFields")
+    {
+        for entry in entries {
+            if let Some(fields) = entry.get_mut("fieldsV1") {
+                forget_managed(fields, &providers_own);
+            }
+        }
+    }
     let hidden = take_annotation(metadata);
     for (index, reference) in &hidden {
         references.insert((*index).min(references.len()), reference.clone());
@@ -204,6 +224,79 @@ pub fn references_up(
             }
         }
     }
+}
+
+/// The reference kube-bind's konnector gives a cluster-scoped object to its
+/// consumer's cluster Namespace, as a stored object holding it: what a
+/// create keeps ([`keep_providers_own`]).
+pub fn owned_by_cluster_namespace(cluster_namespace: &str, uid: &str) -> Value {
+    json!({"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "Namespace",
+        "name": cluster_namespace, "uid": uid}]}})
+}
+
+/// Adds to `metadata`, an update's object in provider terms, the
+/// references of the stored object `current` (in provider terms) that its
+/// consumer never saw, so that the update keeps them: those to kinds the
+/// consumer has not bound. A controller reference is kept only while the
+/// update names no controller of its own.
+pub fn keep_providers_own(
+    kinds: &[ProviderKind],
+    current: &Map<String, Value>,
+    metadata: &mut Map<String, Value>,
+) {
+    let Some(Value::Array(stored)) = current.get("ownerReferences") else {
+        return;
+    };
+    let own: Vec<&Value> = stored
+        .iter()
+        .filter(|reference| provider_kind(kinds, reference).is_none())
+        .collect();
+    if own.is_empty() {
+        return;
+    }
+    let references = metadata
+        .entry("ownerReferences")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if references.is_null() {
+        *references = Value::Array(Vec::new());
+    }
+    // Anything else is the provider's to refuse, untouched.
+    let Some(references) = references.as_array_mut() else {
+        return;
+    };
+    let is_controller = |r: &Value| r.get("controller") == Some(&Value::Bool(true));
+    for reference in own {
+        let taken = references
+            .iter()
+            .any(|r| r.get("uid") == reference.get("uid"));
+        let second_controller = is_controller(reference) && references.iter().any(is_controller);
+        if !taken && !second_controller {
+            references.push(reference.clone());
+        }
+    }
+}
+
+/// Drops the managed-fields entries of the references with these uids;
+/// whether there were any.
+fn forget_managed(fields: &mut Value, uids: &[String]) -> bool {
+    let Some(metadata) = fields.get_mut("f:metadata").and_then(Value::as_object_mut) else {
+        return false;
+    };
+    let Some(references) = metadata
+        .get_mut("f:ownerReferences")
+        .and_then(Value::as_object_mut)
+    else {
+        return false;
+    };
+    let before = references.len();
+    references.retain(|key, _| !uids.iter().any(|uid| *key == uid_key(uid)));
+    if references.len() == before {
+        return false;
+    }
+    if references.keys().all(|k| k == ".") {
+        metadata.shift_remove("f:ownerReferences");
+    }
+    true
 }
 
 /// Removes the annotation (and an annotations map it leaves empty) and
@@ -252,23 +345,12 @@ fn uid_key(uid: &str) -> String {
 /// One managed-fields set, consumer → provider: the hidden references'
 /// entries become the annotation's.
 fn managed_down(fields: &mut Value, hidden_uids: &[String]) {
+    if !forget_managed(fields, hidden_uids) {
+        return;
+    }
     let Some(metadata) = fields.get_mut("f:metadata").and_then(Value::as_object_mut) else {
         return;
     };
-    let Some(references) = metadata
-        .get_mut("f:ownerReferences")
-        .and_then(Value::as_object_mut)
-    else {
-        return;
-    };
-    let before = references.len();
-    references.retain(|key, _| !hidden_uids.iter().any(|uid| *key == uid_key(uid)));
-    if references.len() == before {
-        return;
-    }
-    if references.keys().all(|k| k == ".") {
-        metadata.shift_remove("f:ownerReferences");
-    }
     let annotations = metadata
         .entry("f:annotations")
         .or_insert_with(|| json!({".": {}}));
@@ -469,5 +551,57 @@ mod tests {
             json!({"f:annotations": {".": {}, MANAGED_ANNOTATION: {}}, "f:labels": {".": {}, "f:app": {}}})
         );
         assert_eq!(up, metadata);
+    }
+
+    /// kube-bind's konnector stores a reference to the consumer's cluster
+    /// Namespace on every cluster-scoped copy; on main it reached the app
+    /// cluster, whose collector deleted the object as dangling.
+    #[test]
+    fn the_providers_own_references_are_not_shown_and_an_update_keeps_them() {
+        let namespace = json!({"apiVersion": "v1", "kind": "Namespace",
+            "name": "kube-bind-c1", "uid": "ns1"});
+        let widget = reference("example.com/v1", "Widget", "w", "u2");
+        let stored = json!({
+            "ownerReferences": [namespace, widget],
+            "managedFields": [{"manager": "konnector", "fieldsV1": {"f:metadata": {
+                "f:ownerReferences": {".": {}, "k:{\"uid\":\"ns1\"}": {".": {}}}}}}],
+        });
+        let mut up = stored.as_object().unwrap().clone();
+        references_up(&kinds(), "kube-bind-c1", &mut up);
+        assert_eq!(up["ownerReferences"], json!([widget]));
+        assert_eq!(
+            up["managedFields"][0]["fieldsV1"],
+            json!({"f:metadata": {}})
+        );
+
+        // The consumer's update, without the reference it never saw.
+        let mut update = up.clone();
+        update.shift_remove("managedFields");
+        references_down(&kinds(), "kube-bind-c1", &mut update);
+        keep_providers_own(&kinds(), stored.as_object().unwrap(), &mut update);
+        assert_eq!(update["ownerReferences"], json!([widget, namespace]));
+        // Once only, and a consumer that drops every reference keeps it too.
+        keep_providers_own(&kinds(), stored.as_object().unwrap(), &mut update);
+        assert_eq!(update["ownerReferences"].as_array().unwrap().len(), 2);
+        let mut emptied = Map::new();
+        keep_providers_own(&kinds(), stored.as_object().unwrap(), &mut emptied);
+        assert_eq!(emptied["ownerReferences"], json!([namespace]));
+    }
+
+    #[test]
+    fn an_update_naming_its_own_controller_does_not_get_a_second_one() {
+        let mut controller = json!({"apiVersion": "v1", "kind": "Namespace",
+            "name": "kube-bind-c1", "uid": "ns1"});
+        controller["controller"] = json!(true);
+        let stored = json!({"ownerReferences": [controller]});
+        let mut own = reference("example.com/v1", "Widget", "w", "u2");
+        own["controller"] = json!(true);
+        let mut update = json!({"ownerReferences": [own]})
+            .as_object()
+            .unwrap()
+            .clone();
+        keep_providers_own(&kinds(), stored.as_object().unwrap(), &mut update);
+        assert_eq!(update["ownerReferences"], json!([own]));
+        assert!(valid(update["ownerReferences"].as_array().unwrap()));
     }
 }

@@ -91,12 +91,15 @@ pub fn upstream_accept(target: Target) -> String {
 
 /// Translates a read request's (and a delete's, and a create's or update's)
 /// request. A patch is first made into the object it results in
-/// (`proxy::patch`), then sent as the update of that object.
+/// (`proxy::patch`), then sent as the update of that object. A created or
+/// updated object keeps the references of `stored` that are the provider's
+/// own (`owners::keep_providers_own`): the stored object's, for an update.
 pub fn request_down(
     bound: &BoundResource,
     resource: &ResourceRequest,
     request: &ApiRequest,
     tokens: &ContinueTokens,
+    stored: Option<&Value>,
 ) -> Result<ProviderRequest, RequestError> {
     let path = provider_path(bound, resource);
     let mut query = Pairs::new();
@@ -136,6 +139,9 @@ pub fn request_down(
                 &mut object,
                 with_labels,
             )?;
+            if with_labels {
+                keep_providers_own(bound, stored, &mut object);
+            }
             body = Some(json_body(&object));
         }
         Some(Body::Patch(PatchType::Apply, config)) => {
@@ -217,10 +223,26 @@ pub fn update_down(
     bound: &BoundResource,
     resource: &ResourceRequest,
     object: &mut Value,
+    current: &Value,
 ) -> Result<(&'static str, Vec<u8>), Refusal> {
     let with_labels = resource.subresource.as_deref() != Some("scale");
     object_down(bound, resource.namespace.as_deref(), object, with_labels)?;
+    if with_labels {
+        keep_providers_own(bound, Some(current), object);
+    }
     Ok(json_body(object))
+}
+
+/// An update keeps the references the provider stored that its consumer
+/// never saw (`owners::keep_providers_own`).
+fn keep_providers_own(bound: &BoundResource, current: Option<&Value>, object: &mut Value) {
+    let stored = current
+        .and_then(|c| c.get("metadata"))
+        .and_then(Value::as_object);
+    let metadata = object.get_mut("metadata").and_then(Value::as_object_mut);
+    if let (Some(stored), Some(metadata)) = (stored, metadata) {
+        super::owners::keep_providers_own(&bound.provider_kinds, stored, metadata);
+    }
 }
 
 fn json_body(value: &Value) -> (&'static str, Vec<u8>) {
@@ -300,7 +322,7 @@ mod tests {
     ) -> Result<ProviderRequest, RequestError> {
         let resource = resource(path);
         let request = testing::parse(method, &resource, query, headers, body).unwrap();
-        request_down(&widgets(), &resource, &request, tokens)
+        request_down(&widgets(), &resource, &request, tokens, None)
     }
 
     fn pairs(raw: &[(&str, &str)]) -> Pairs {

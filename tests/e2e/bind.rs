@@ -395,3 +395,32 @@ fn a_group_the_app_cluster_serves_from_its_own_crd_is_not_bound() {
     );
     let _ = bindery_cli("unbind", &token, &[&template]);
 }
+
+/// A cluster namespace a bindery of an earlier version made lacks the label
+/// that puts it under `bindery.dev-kube-bind-rbac`'s protection (issue 33):
+/// its consumer's next bind labels it.
+#[test]
+fn a_cluster_namespace_made_before_the_label_is_labelled_at_the_next_bind() {
+    let _guard = crate::owners::bound();
+    let provider = &clusters().provider;
+    let namespace = app_cluster_namespace();
+    let label = || {
+        provider.kubectl(&[
+            "get",
+            "namespace",
+            &namespace,
+            "-o",
+            "jsonpath={.metadata.labels.bindery\\.dev/cluster-namespace}",
+        ])
+    };
+    assert_eq!(label().trim(), "true", "bindery labels what it makes");
+    provider.kubectl(&[
+        "label",
+        "namespace",
+        &namespace,
+        "bindery.dev/cluster-namespace-",
+    ]);
+    assert_eq!(label().trim(), "", "as an earlier bindery left it");
+    crate::binder::bind_template("postgresql");
+    assert_eq!(label().trim(), "true", "labelled by the next bind");
+}

@@ -315,3 +315,156 @@ fn references_between_bound_objects_stay_with_the_provider() {
     app.kubectl(&["delete", INSTANCES, &parent_name, "-n", "default"]);
     until_gone(INSTANCES, &child_name, "its bound parent was deleted");
 }
+
+/// A reference the provider stored itself (kube-bind's konnector puts one
+/// to the consumer's cluster Namespace on every cluster-scoped copy, and a
+/// provider controller may add its own) names a provider object: on main
+/// the app cluster read it, and its collector deleted the object as
+/// dangling. The consumer never sees it, and its updates keep it.
+#[test]
+fn a_reference_the_provider_stored_is_never_the_app_clusters_and_outlives_its_updates() {
+    let _guard = bound();
+    let app = &clusters().app;
+    let provider = &clusters().provider;
+    let name = unique_name("kept");
+    instance(&name, json!([]), json!([]));
+    let namespace = format!("{}-default", app_cluster_namespace());
+    let keeper = format!("keeper-{name}");
+    apply(
+        provider,
+        &json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": keeper, "namespace": namespace}}),
+    );
+    let keeper_uid = provider.kubectl(&[
+        "get",
+        "configmap",
+        &keeper,
+        "-n",
+        &namespace,
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    let providers_own = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": keeper,
+        "uid": keeper_uid.trim(), "controller": false, "blockOwnerDeletion": false});
+    provider.kubectl(&[
+        "patch",
+        INSTANCES,
+        &name,
+        "-n",
+        &namespace,
+        "--type",
+        "merge",
+        "-p",
+        &json!({"metadata": {"ownerReferences": [providers_own]}}).to_string(),
+    ]);
+    collectors_settle();
+
+    let read =
+        get(app, INSTANCES, &name).expect("the app cluster's collector leaves the instance alone");
+    assert!(
+        read["metadata"]["ownerReferences"].is_null(),
+        "the provider's reference is not shown: {}",
+        read["metadata"]
+    );
+    assert!(
+        !read.to_string().contains(&keeper),
+        "nothing names the provider's object: {read}"
+    );
+
+    app.kubectl(&["label", INSTANCES, &name, "-n", "default", "touched=yes"]);
+    let mut replaced = get(app, INSTANCES, &name).expect("the instance");
+    replaced["spec"]["plan"] = json!("large");
+    app.kubectl_with_stdin(&["replace", "-f", "-"], Some(&replaced.to_string()));
+    let stored = on_provider(&name).expect("stored on the provider");
+    assert_eq!(stored["spec"]["plan"], "large", "the update is stored");
+    assert_eq!(
+        stored["metadata"]["labels"]["touched"], "yes",
+        "so is the patch"
+    );
+    assert_eq!(
+        stored["metadata"]["ownerReferences"],
+        json!([providers_own]),
+        "a patch and an update from the app cluster keep the provider's reference"
+    );
+
+    app.kubectl(&["delete", INSTANCES, &name, "-n", "default"]);
+    provider.kubectl(&["delete", "configmap", &keeper, "-n", &namespace]);
+}
+
+/// kube-bind's konnector gives every cluster-scoped object of a `Prefixed`
+/// (or `None`) export a reference to its consumer's cluster Namespace, so
+/// that it goes with its consumer (issue 33, finding 7). bindery gives a
+/// create the same, never shows it, and an update keeps it.
+#[tokio::test]
+async fn a_cluster_scoped_object_is_owned_by_its_cluster_namespace_as_kube_bind_has_it() {
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+    const GROUP: &str = "owned.bindery.dev";
+    const CRD: &str = "trophies.owned.bindery.dev";
+    let provider = &clusters().provider;
+    provider.install_crd(&json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": CRD},
+        "spec": {"group": GROUP, "scope": "Cluster",
+            "names": {"plural": "trophies", "singular": "trophy", "kind": "Trophy"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]}
+    }));
+    let consumer = crate::bindery::bindery().consumer("owned-cs", CRD, "trophies");
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(GROUP, "v1", "Trophy"));
+    let api: Api<DynamicObject> = Api::all_with(consumer.client().await, &resource);
+    let name = unique_name("cup");
+    let trophy: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{GROUP}/v1"), "kind": "Trophy",
+        "metadata": {"name": name}, "spec": {"metal": "gold"}}))
+    .unwrap();
+    let created = api
+        .create(&PostParams::default(), &trophy)
+        .await
+        .expect("created");
+    assert_eq!(created.metadata.owner_references, None, "{created:?}");
+
+    let namespace_uid = provider.kubectl(&[
+        "get",
+        "namespace",
+        &consumer.cluster_namespace,
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    let owner = json!([{"apiVersion": "v1", "kind": "Namespace",
+        "name": consumer.cluster_namespace, "uid": namespace_uid.trim()}]);
+    let stored = || -> Value {
+        let text = provider.kubectl(&[
+            "get",
+            CRD,
+            &format!("{}-{name}", consumer.cluster_namespace),
+            "-o",
+            "json",
+        ]);
+        serde_json::from_str(&text).expect("kubectl prints JSON")
+    };
+    assert_eq!(
+        stored()["metadata"]["ownerReferences"],
+        owner,
+        "as kube-bind's konnector has it"
+    );
+
+    let mut read = api.get(&name).await.expect("read back");
+    assert_eq!(
+        read.metadata.owner_references, None,
+        "never shown: {read:?}"
+    );
+    read.data["spec"]["metal"] = json!("silver");
+    api.replace(&name, &PostParams::default(), &read)
+        .await
+        .expect("replaced");
+    let after = stored();
+    assert_eq!(after["spec"]["metal"], "silver", "the update is stored");
+    assert_eq!(
+        after["metadata"]["ownerReferences"], owner,
+        "and keeps the reference"
+    );
+    api.delete(&name, &Default::default())
+        .await
+        .expect("deleted");
+}

@@ -14,7 +14,9 @@ mod plan_tests;
 
 use super::conditions::{condition, set_condition};
 use super::deletion::{DeletionPolicy, POLICY_ANNOTATION};
-use super::kube_bind_rbac_guard::CLUSTER_NAMESPACE_LABEL;
+use super::kube_bind_rbac_guard::{
+    CLUSTER_NAMESPACE_LABEL, label_patch, made_by_bindery_unlabelled,
+};
 use super::ownership::MANAGED_LABEL;
 use super::{Context, identity, instrument, naming, rbac, runner};
 use crate::api::keys::{AUTHOR_ANNOTATION, IDENTITY_ANNOTATION};
@@ -184,15 +186,26 @@ async fn claim_namespace(
     let identity = request.annotations().get(IDENTITY_ANNOTATION);
     if let Some(existing) = namespaces.get_opt(cluster_namespace).await? {
         let recorded = existing.annotations().get(IDENTITY_ANNOTATION);
-        return Ok(match (identity, recorded) {
-            (Some(wanted), Some(recorded)) if wanted != recorded => Some(Refusal {
+        if let (Some(wanted), Some(recorded)) = (identity, recorded)
+            && wanted != recorded
+        {
+            return Ok(Some(Refusal {
                 reason: "IdentityConflict",
                 message: format!(
                     "cluster namespace {cluster_namespace} belongs to another consumer identity"
                 ),
-            }),
-            _ => None,
-        });
+            }));
+        }
+        if made_by_bindery_unlabelled(&existing) {
+            namespaces
+                .patch(
+                    cluster_namespace,
+                    &PatchParams::default(),
+                    &Patch::Merge(label_patch()),
+                )
+                .await?;
+        }
+        return Ok(None);
     }
     let mut annotations = BTreeMap::new();
     if let Some(identity) = identity {

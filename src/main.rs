@@ -294,6 +294,11 @@ struct LeaseArgs {
     /// Prefixed, Namespaced or None.
     #[arg(long, default_value = "Prefixed", value_parser = bindery::api::Isolation::from_flag)]
     isolation: bindery::api::Isolation,
+    /// The informer scope of every export the controllers make (Namespaced
+    /// or Cluster), as kube-bind's backend's `--consumer-scope`, whatever the
+    /// template says; unset, the template's scope, else Namespaced.
+    #[arg(long, value_parser = bindery::api::InformerScope::from_flag)]
+    consumer_scope: Option<bindery::api::InformerScope>,
 }
 
 impl LeaseArgs {
@@ -306,6 +311,7 @@ impl LeaseArgs {
         }
         options.lease.duration = std::time::Duration::from_secs(self.lease_seconds);
         options.isolation = self.isolation;
+        options.consumer_scope = self.consumer_scope;
         options
     }
 }

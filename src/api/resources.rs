@@ -83,6 +83,16 @@ pub enum InformerScope {
 }
 
 impl InformerScope {
+    /// The scope a command-line setting names, as kube-bind's backend reads
+    /// its `--consumer-scope` (any case).
+    pub fn from_flag(value: &str) -> Result<Self, String> {
+        match value.to_ascii_lowercase().as_str() {
+            "namespaced" => Ok(Self::Namespaced),
+            "cluster" => Ok(Self::Cluster),
+            _ => Err(format!("{value:?} is not a scope: Namespaced or Cluster")),
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Cluster => "Cluster",

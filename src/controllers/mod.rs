@@ -34,7 +34,7 @@ pub mod request;
 pub mod runner;
 pub mod schema;
 
-use crate::api::Isolation;
+use crate::api::{InformerScope, Isolation};
 use kube::api::PatchParams;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,6 +56,9 @@ pub struct Context {
     pub external_url: Option<String>,
     /// The isolation of the exports the request controller makes.
     pub isolation: Isolation,
+    /// The informer scope of every export the request controller makes,
+    /// whatever its template says; `None` leaves it to the template.
+    pub consumer_scope: Option<InformerScope>,
 }
 
 impl Context {
@@ -83,6 +86,9 @@ pub struct Options {
     /// See [`Context::isolation`]: kube-bind's backend's `--isolation`,
     /// `Prefixed` unless set.
     pub isolation: Isolation,
+    /// See [`Context::consumer_scope`]: kube-bind's backend's
+    /// `--consumer-scope`.
+    pub consumer_scope: Option<InformerScope>,
 }
 
 impl Options {
@@ -101,6 +107,7 @@ impl Options {
             },
             external_url: None,
             isolation: Isolation::Prefixed,
+            consumer_scope: None,
         }
     }
 }
@@ -114,6 +121,7 @@ pub async fn run(client: kube::Client, options: Options) {
         app_clusters: Default::default(),
         external_url: options.external_url,
         isolation: options.isolation,
+        consumer_scope: options.consumer_scope,
     });
     leader::lead(client, options.lease, move || {
         let context = context.clone();

@@ -4,10 +4,14 @@
 //! consumer's own provider namespaces. A cluster-scoped export needs a
 //! ClusterRoleBinding: RBAC cannot narrow by name prefix, which is the one
 //! place the grant is wider than the consumer's objects (documented in
-//! docs/DESIGN.md).
+//! docs/DESIGN.md); under `Namespaced` isolation its objects live in its
+//! cluster namespace, where it is bound instead.
 
 use super::{Context, naming};
-use crate::api::{APIServiceExport, APIServiceNamespace, BoundSchema, ResourceScope};
+use crate::api::{
+    APIServiceExport, APIServiceNamespace, BoundSchema, Isolation, ResourceScope,
+    isolation_in_force,
+};
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::ResourceExt;
 use kube::api::{Api, Patch};
@@ -106,7 +110,11 @@ pub async fn grant(context: &Context, export: &APIServiceExport) -> kube::Result
     let role_ref = json!({
         "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role,
     });
-    if is_cluster_scoped(client, export).await? {
+    let cluster_scoped = is_cluster_scoped(client, export).await?;
+    // Under `Namespaced` isolation a consumer's cluster-scoped objects live
+    // in its cluster namespace: granted there, never cluster-wide.
+    let in_cluster_namespace = isolation_in_force(export.spec.isolation) == Isolation::Namespaced;
+    if cluster_scoped && !in_cluster_namespace {
         let binding = json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
             "metadata": {"name": role, "labels": {EXPORT_RBAC_LABEL: label}},
@@ -117,11 +125,24 @@ pub async fn grant(context: &Context, export: &APIServiceExport) -> kube::Result
             .await?;
         return Ok(());
     }
+    if cluster_scoped {
+        // A grant made while the export was not yet `Namespaced` goes.
+        let stale = Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone())
+            .delete(&role, &Default::default())
+            .await;
+        match stale {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => return Err(error),
+        }
+    }
     let namespaces: Api<APIServiceNamespace> = Api::namespaced(client.clone(), &cluster_namespace);
-    for record in namespaces.list(&Default::default()).await? {
-        let Some(provider) = record.status.as_ref().and_then(|s| s.namespace.clone()) else {
-            continue;
-        };
+    let recorded = namespaces.list(&Default::default()).await?;
+    let provider_namespaces = recorded
+        .iter()
+        .filter_map(|record| record.status.as_ref().and_then(|s| s.namespace.clone()));
+    let home = (cluster_scoped && in_cluster_namespace).then(|| cluster_namespace.clone());
+    for provider in home.into_iter().chain(provider_namespaces) {
         let binding = crate::provider_namespace::role_binding(&cluster_namespace, &export_name);
         Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(client.clone(), &provider)
             .patch(&binding_name, &context.apply(), &Patch::Apply(binding))

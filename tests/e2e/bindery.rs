@@ -98,6 +98,19 @@ impl Bindery {
     /// Sets up consumer `id` with an export of the provider CRD `crd`
     /// (`<plural>.<group>`), named `export`.
     pub fn consumer(&self, id: &str, crd: &str, export: &str) -> Consumer {
+        self.consumer_laid_out(id, crd, export, None, "Prefixed")
+    }
+
+    /// [`Self::consumer`], bound with `scope` (the CRD's unless given) under
+    /// `isolation`.
+    pub fn consumer_laid_out(
+        &self,
+        id: &str,
+        crd: &str,
+        export: &str,
+        scope: Option<&str>,
+        isolation: &str,
+    ) -> Consumer {
         let provider = &clusters().provider;
         let cluster_namespace = format!("kube-bind-{id}");
         let _ = provider.kubectl_output(&["create", "namespace", &cluster_namespace], None);
@@ -110,7 +123,9 @@ impl Bindery {
                 "labels": {"bindery.dev/managed": "true"}},
             "spec": {
                 "informerScope": "Namespaced",
-                "group": spec["group"], "names": spec["names"], "scope": spec["scope"], "versions": spec["versions"],
+                "group": spec["group"], "names": spec["names"],
+                "scope": scope.map_or(spec["scope"].clone(), serde_json::Value::from),
+                "versions": spec["versions"],
             },
         });
         provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&bound_schema.to_string()));
@@ -131,7 +146,7 @@ impl Bindery {
                 "labels": {"bindery.dev/managed": "true"}},
             "spec": {
                 "resources": [{"group": group, "resource": plural, "versions": ["v1"]}],
-                "informerScope": "Namespaced", "isolation": "Prefixed",
+                "informerScope": "Namespaced", "isolation": isolation,
             },
         });
         provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&export_object.to_string()));

@@ -258,6 +258,22 @@ impl Cluster {
         ]);
     }
 
+    /// Installs `<plural>.<group>` of `kind` and `scope`, serving `v1` with
+    /// any fields; waits until it is established. Its name.
+    pub fn install_open_crd(&self, group: &str, plural: &str, kind: &str, scope: &str) -> String {
+        let name = format!("{plural}.{group}");
+        self.install_crd(&serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": name},
+            "spec": {"group": group, "scope": scope,
+                "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object",
+                        "x-kubernetes-preserve-unknown-fields": true}}}]}
+        }));
+        name
+    }
+
     /// `kubectl -n <namespace> get <resource> <name> -o json`: the object,
     /// or `None` when kubectl fails (it is not there).
     #[allow(dead_code)] // not every binary that includes the fixture reads one

@@ -401,15 +401,7 @@ async fn a_cluster_scoped_object_is_owned_by_its_cluster_namespace_as_kube_bind_
     const GROUP: &str = "owned.bindery.dev";
     const CRD: &str = "trophies.owned.bindery.dev";
     let provider = &clusters().provider;
-    provider.install_crd(&json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": CRD},
-        "spec": {"group": GROUP, "scope": "Cluster",
-            "names": {"plural": "trophies", "singular": "trophy", "kind": "Trophy"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object",
-                    "x-kubernetes-preserve-unknown-fields": true}}}]}
-    }));
+    provider.install_open_crd(GROUP, "trophies", "Trophy", "Cluster");
     let consumer = crate::bindery::bindery().consumer("owned-cs", CRD, "trophies");
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(GROUP, "v1", "Trophy"));
     let api: Api<DynamicObject> = Api::all_with(consumer.client().await, &resource);

@@ -172,7 +172,9 @@ async fn decide(
             annotations.insert(cap.to_string(), value.clone());
         }
     }
-    Ok(plan::plan(&request.spec, lookup, &crds).map(|plan| (cluster_namespace, plan, annotations)))
+    Ok(plan::plan(&request.spec, lookup, &crds)
+        .and_then(|plan| plan::laid_out(plan, context.isolation, context.consumer_scope))
+        .map(|plan| (cluster_namespace, plan, annotations)))
 }
 
 /// Makes the cluster namespace for the request's identity, or refuses when a

@@ -6,7 +6,7 @@
 
 use crate::api::{
     APIServiceExportRequestSpec, APIServiceExportTemplateSpec, BoundSchemaSpec, ExportedResource,
-    InformerScope, PermissionClaim, ResourceScope, SchemaUpdatePolicy, keys,
+    InformerScope, Isolation, PermissionClaim, ResourceScope, SchemaUpdatePolicy, keys,
 };
 use crate::route::is_dns_label;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -128,6 +128,40 @@ pub fn plan(
         informer_scope,
         schema_update_policy,
     })
+}
+
+/// The plan as the provider's settings lay it out, as kube-bind's backend
+/// does: `consumer_scope`, when set, is every export's informer scope; under
+/// `Namespaced` isolation a namespaced CRD is bound cluster-scoped (each
+/// consumer's objects live in its cluster namespace on the provider), and a
+/// cluster-scoped CRD, which no namespace can hold, is refused.
+pub fn laid_out(
+    mut plan: ExportPlan,
+    isolation: Isolation,
+    consumer_scope: Option<InformerScope>,
+) -> Result<ExportPlan, Refusal> {
+    if let Some(scope) = consumer_scope {
+        plan.informer_scope = scope;
+        for resource in &mut plan.resources {
+            resource.schema.informer_scope = scope;
+        }
+    }
+    if isolation == Isolation::Namespaced {
+        for resource in &mut plan.resources {
+            if resource.schema.scope == ResourceScope::Cluster {
+                return Err(Refusal::new(
+                    "ClusterScopedUnderNamespacedIsolation",
+                    format!(
+                        "{} is cluster-scoped: under Namespaced isolation each consumer's \
+                         objects live in its cluster namespace, which cannot hold them",
+                        resource.resource.group_resource()
+                    ),
+                ));
+            }
+            resource.schema.scope = ResourceScope::Cluster;
+        }
+    }
+    Ok(plan)
 }
 
 /// The resources asked for: the request's, which must be offered by the

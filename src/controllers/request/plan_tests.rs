@@ -7,7 +7,7 @@
 use super::plan::*;
 use crate::api::{
     APIServiceExportRequestSpec, APIServiceExportTemplateSpec, ExportedResource, InformerScope,
-    ResourceScope, SchemaUpdatePolicy, keys,
+    Isolation, ResourceScope, SchemaUpdatePolicy, keys,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use proptest::prelude::*;
@@ -1281,4 +1281,71 @@ fn namespaces_of<'a>(
         .chain(template.iter().flat_map(|t| t.namespaces.iter()))
         .map(|n| &n.name)
         .collect()
+}
+
+// ---------------------------------------------------------------------------
+// The provider's settings, as kube-bind's backend applies its flags
+// ---------------------------------------------------------------------------
+
+#[test]
+fn consumer_scope_is_every_exports_scope_whatever_the_template_says() {
+    let cluster_template = template(
+        json!({"scope": "Cluster", "resources": [{"group": "example.com", "resource": "widgets"}]}),
+    );
+    let templated = || {
+        planned(plan(
+            &templated_request(),
+            TemplateLookup::Found(&cluster_template),
+            &crds([widgets()]),
+        ))
+    };
+    assert_eq!(
+        templated().informer_scope,
+        InformerScope::Cluster,
+        "the template's, unset"
+    );
+    let unset = planned(laid_out(templated(), Isolation::Prefixed, None));
+    assert_eq!(unset.informer_scope, InformerScope::Cluster);
+    let set = planned(laid_out(
+        templated(),
+        Isolation::Prefixed,
+        Some(InformerScope::Namespaced),
+    ));
+    assert_eq!(set.informer_scope, InformerScope::Namespaced);
+    assert_eq!(
+        set.resources[0].schema.informer_scope,
+        InformerScope::Namespaced
+    );
+}
+
+#[test]
+fn namespaced_isolation_binds_a_namespaced_crd_cluster_scoped_as_kube_bind_does() {
+    let widgets_plan = || {
+        planned(plan(
+            &widgets_request(),
+            TemplateLookup::NotRequested,
+            &crds([widgets()]),
+        ))
+    };
+    for isolation in [Isolation::Prefixed, Isolation::None] {
+        let kept = planned(laid_out(widgets_plan(), isolation, None));
+        assert_eq!(
+            kept.resources[0].schema.scope,
+            ResourceScope::Namespaced,
+            "{isolation:?}"
+        );
+    }
+    let namespaced = planned(laid_out(widgets_plan(), Isolation::Namespaced, None));
+    assert_eq!(namespaced.resources[0].schema.scope, ResourceScope::Cluster);
+
+    let cluster_plan = planned(plan(
+        &widgets_request(),
+        TemplateLookup::NotRequested,
+        &crds([widgets().cluster_scoped()]),
+    ));
+    assert_refused(
+        laid_out(cluster_plan, Isolation::Namespaced, None),
+        "ClusterScopedUnderNamespacedIsolation",
+        &["widgets.example.com", "Namespaced isolation"],
+    );
 }

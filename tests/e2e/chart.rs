@@ -101,7 +101,10 @@ fn helm_lint_passes_in_every_mode() {
             "provider.kubeconfigSecret=bindery-provider",
             "serviceMonitor.enabled=true",
         ][..],
-        &["rbac.providerOnly=true", "controllers.consumerScope=Cluster"][..],
+        &[
+            "rbac.providerOnly=true",
+            "controllers.consumerScope=Cluster",
+        ][..],
         &["pki.existingSecret=bindery-pki", "replicaCount=1"][..],
     ] {
         let mut args = vec!["lint", "--strict", chart];

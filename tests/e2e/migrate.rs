@@ -970,6 +970,42 @@ fn a_konnector_started_again_leaves_binderys_claims_in_force() {
             );
             std::thread::sleep(Duration::from_millis(500));
         }
+        // The konnector judges bindery's binding (its Secret is no
+        // kube-bind kubeconfig), and makes Ready its own; bindery leaves it
+        // (on main the two rewrote Ready after each other without end).
+        let bindings =
+            || items(&app.kubectl(&["get", "apiservicebindings.kube-bind.io", "-o", "json"]));
+        let judged = |binding: &Value| {
+            binding["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "SecretValid" && c["status"] == "False")
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !bindings().iter().all(judged) {
+            assert!(
+                Instant::now() < deadline,
+                "the konnector never judged bindery's binding:\n{}",
+                konnector.tail()
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        let versions = || -> Vec<Value> {
+            bindings()
+                .iter()
+                .map(|b| b["metadata"]["resourceVersion"].clone())
+                .collect()
+        };
+        std::thread::sleep(Duration::from_secs(2));
+        let settled = versions();
+        std::thread::sleep(Duration::from_secs(8));
+        assert_eq!(
+            versions(),
+            settled,
+            "bindery's binding is rewritten: {:#}",
+            Value::Array(bindings())
+        );
     }
     // kube-apiserver now prunes the field from reads of bindery's binding.
     let bindings = app.kubectl(&["get", "apiservicebindings.kube-bind.io", "-o", "json"]);

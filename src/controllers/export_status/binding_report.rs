@@ -15,9 +15,24 @@ pub struct ApiServiceSeen {
     pub message: String,
 }
 
+/// The condition kube-bind's konnector sets on every APIServiceBinding from
+/// its kubeconfig Secret; bindery never sets it.
+pub const KONNECTORS_SECRET_VALID: &str = "SecretValid";
+
+/// Whether kube-bind's konnector, running in the app cluster, has judged
+/// this binding: it finds bindery's Secret unusable (its context names no
+/// namespace, on purpose, so that the konnector never syncs bindery's
+/// exports), marks SecretValid False, and makes Ready the summary of every
+/// condition. Ready is then the konnector's: two writers of one condition
+/// would rewrite it after each other without end.
+fn judged_by_a_konnector(current: &[Condition]) -> bool {
+    find(current, KONNECTORS_SECRET_VALID).is_some_and(|c| c.status == "False")
+}
+
 /// The binding's conditions: `current` with Ready taken from the export's
-/// `export` conditions and, when there are `api_services`, SchemaInSync
-/// from their availability. Other conditions are kept.
+/// `export` conditions (unless kube-bind's konnector has made Ready its
+/// own) and, when there are `api_services`, SchemaInSync from their
+/// availability. Other conditions are kept.
 pub fn binding_conditions(
     current: &[Condition],
     export: &[Condition],
@@ -25,7 +40,7 @@ pub fn binding_conditions(
     generation: Option<i64>,
 ) -> Vec<Condition> {
     let mut conditions = current.to_vec();
-    if let Some(ready) = find(export, READY) {
+    if let Some(ready) = find(export, READY).filter(|_| !judged_by_a_konnector(current)) {
         let mut mirrored = ready.clone();
         mirrored.observed_generation = generation;
         set_condition(&mut conditions, mirrored);
@@ -118,6 +133,49 @@ mod tests {
                 .message
                 .contains("APIService v2.g is not available: FailedDiscoveryCheck")
         );
+    }
+
+    /// On main bindery set Ready back to the export's after each time the
+    /// konnector made it its summary, and the two rewrote it without end.
+    #[test]
+    fn ready_is_left_to_a_konnector_that_judged_the_binding() {
+        let export = vec![condition(READY, true, "Ready", "", Some(3))];
+        let konnectors = vec![
+            condition(
+                KONNECTORS_SECRET_VALID,
+                false,
+                "KubeconfigSecretInvalid",
+                "no namespace",
+                None,
+            ),
+            condition(
+                READY,
+                false,
+                "KubeconfigSecretInvalid",
+                "no namespace",
+                None,
+            ),
+        ];
+        let out = binding_conditions(&konnectors, &export, &[seen("v1.g", true)], Some(1));
+        assert_eq!(
+            find(&out, READY),
+            find(&konnectors, READY),
+            "the konnector's"
+        );
+        assert_eq!(
+            find(&out, SCHEMA_IN_SYNC).unwrap().status,
+            "True",
+            "still bindery's"
+        );
+        // Written again, it is the same: nothing to write.
+        assert!(same(
+            &out,
+            &binding_conditions(&out, &export, &[seen("v1.g", true)], Some(1))
+        ));
+        // A SecretValid the konnector found True takes nothing from bindery.
+        let valid = vec![condition(KONNECTORS_SECRET_VALID, true, "", "", None)];
+        let out = binding_conditions(&valid, &export, &[], Some(1));
+        assert_eq!(find(&out, READY).unwrap().status, "True");
     }
 
     #[test]

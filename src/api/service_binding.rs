@@ -161,10 +161,73 @@ pub struct APIServiceBindingStatus {
     pub conditions: Vec<Condition>,
 }
 
+/// The condition kube-bind's konnector sets on every APIServiceBinding, from
+/// its kubeconfig Secret; bindery never sets it.
+pub const SECRET_VALID_CONDITION: &str = "SecretValid";
+
+/// Whether kube-bind's konnector, running in the app cluster, has judged a
+/// binding with these conditions unusable to it: it finds bindery's Secret
+/// no kubeconfig of its own (its context names no namespace, on purpose, so
+/// that the konnector never syncs bindery's exports), marks SecretValid
+/// False, and makes Ready the summary of every condition.
+pub fn judged_by_a_konnector(conditions: &[Condition]) -> bool {
+    conditions
+        .iter()
+        .any(|c| c.type_ == SECRET_VALID_CONDITION && c.status == "False")
+}
+
+impl APIServiceBindingStatus {
+    /// See [`judged_by_a_konnector`].
+    pub fn judged_by_a_konnector(&self) -> bool {
+        judged_by_a_konnector(&self.conditions)
+    }
+
+    /// The conditions without the konnector's judgement (its SecretValid,
+    /// and the Ready it summarised from it, which gives SecretValid's
+    /// reason); `None` when it left none.
+    pub fn without_konnectors_judgement(&self) -> Option<Vec<Condition>> {
+        let secret_valid = self
+            .conditions
+            .iter()
+            .find(|c| c.type_ == SECRET_VALID_CONDITION)?;
+        let kept = self
+            .conditions
+            .iter()
+            .filter(|c| c.type_ != SECRET_VALID_CONDITION)
+            .filter(|c| !(c.type_ == "Ready" && c.reason == secret_valid.reason))
+            .cloned()
+            .collect();
+        Some(kept)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::api::testing::assert_yaml_round_trip;
+
+    #[test]
+    fn the_konnectors_judgement_is_told_and_taken_back() {
+        let status: APIServiceBindingStatus = serde_json::from_value(serde_json::json!({
+            "conditions": [
+                {"type": "SecretValid", "status": "False", "reason": "KubeconfigSecretInvalid",
+                    "lastTransitionTime": "2026-11-29T00:00:00Z"},
+                {"type": "Ready", "status": "False", "reason": "KubeconfigSecretInvalid",
+                    "lastTransitionTime": "2026-11-29T00:00:00Z"},
+                {"type": "SchemaInSync", "status": "True", "reason": "APIServicesAvailable",
+                    "lastTransitionTime": "2026-11-29T00:00:00Z"}]}))
+        .unwrap();
+        assert!(status.judged_by_a_konnector());
+        let kept = status.without_konnectors_judgement().unwrap();
+        let types: Vec<&str> = kept.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(types, ["SchemaInSync"]);
+        let untouched = APIServiceBindingStatus {
+            conditions: kept,
+            ..Default::default()
+        };
+        assert!(!untouched.judged_by_a_konnector());
+        assert_eq!(untouched.without_konnectors_judgement(), None);
+    }
 
     const EXAMPLE: &str = r#"
 apiVersion: kube-bind.io/v1alpha2

@@ -355,6 +355,22 @@ async fn bind_template(
         .collect();
     wait_available(app, &names, options.timeout).await?;
     wait_discovered(app, &state.group_versions, options.timeout).await?;
+    match super::konnector::take_back_judgement(app, &state.export).await {
+        Ok(false) => {}
+        Ok(true) => {
+            reporter
+                .step("kube-bind's konnector's conditions on the binding are taken back")
+                .await
+        }
+        Err(error) => {
+            reporter
+                .step(format!(
+                    "kube-bind's konnector's conditions stay on the binding ({error}); \
+                     run this bind again to take them back"
+                ))
+                .await
+        }
+    }
     // An app cluster moved from kube-bind by `bindery migrate`: its objects
     // owned by moved objects get those references back, now that the
     // owners are served.

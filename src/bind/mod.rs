@@ -12,6 +12,7 @@
 pub mod app_objects;
 pub mod binder;
 pub mod cli;
+pub mod konnector;
 pub mod kubeconfig_check;
 pub mod offers;
 pub mod page;

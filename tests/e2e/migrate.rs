@@ -1019,4 +1019,40 @@ fn a_konnector_started_again_leaves_binderys_claims_in_force() {
     );
     provider_secret("after");
     copied_down("after", "after the konnector reinstalled kube-bind's CRD");
+
+    // With the konnector gone, the next bind takes its judgement back, and
+    // Ready is bindery's again.
+    succeeded(
+        "bind --template, again",
+        &bindery_command_for(&bindery().url, "bind", &app.kubeconfig)
+            .args(["--template", &template])
+            .env("BINDERY_TOKEN", &token)
+            .output()
+            .expect("bindery runs"),
+    );
+    let condition = |binding: &Value, type_: &str| -> Option<Value> {
+        binding["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == type_)
+            .cloned()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let listed = items(&app.kubectl(&["get", "apiservicebindings.kube-bind.io", "-o", "json"]));
+        let ours = |b: &Value| {
+            condition(b, "SecretValid").is_none()
+                && condition(b, "Ready").is_some_and(|c| c["status"] == "True")
+        };
+        if listed.iter().all(ours) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the konnector's judgement stays: {:#}",
+            Value::Array(listed)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }

@@ -5,6 +5,7 @@
 
 use super::flow::{READY, SCHEMA_IN_SYNC};
 use crate::api::Condition;
+use crate::api::service_binding::judged_by_a_konnector;
 use crate::controllers::conditions::{condition, find, set_condition};
 
 /// One APIService of the binding, as the app cluster reports it.
@@ -15,23 +16,11 @@ pub struct ApiServiceSeen {
     pub message: String,
 }
 
-/// The condition kube-bind's konnector sets on every APIServiceBinding from
-/// its kubeconfig Secret; bindery never sets it.
-pub const KONNECTORS_SECRET_VALID: &str = "SecretValid";
-
-/// Whether kube-bind's konnector, running in the app cluster, has judged
-/// this binding: it finds bindery's Secret unusable (its context names no
-/// namespace, on purpose, so that the konnector never syncs bindery's
-/// exports), marks SecretValid False, and makes Ready the summary of every
-/// condition. Ready is then the konnector's: two writers of one condition
-/// would rewrite it after each other without end.
-fn judged_by_a_konnector(current: &[Condition]) -> bool {
-    find(current, KONNECTORS_SECRET_VALID).is_some_and(|c| c.status == "False")
-}
-
 /// The binding's conditions: `current` with Ready taken from the export's
 /// `export` conditions (unless kube-bind's konnector has made Ready its
-/// own) and, when there are `api_services`, SchemaInSync from their
+/// own: `api::service_binding::judged_by_a_konnector`, since two writers
+/// of one condition would rewrite it after each other without end) and,
+/// when there are `api_services`, SchemaInSync from their
 /// availability. Other conditions are kept.
 pub fn binding_conditions(
     current: &[Condition],
@@ -90,6 +79,7 @@ pub fn same(a: &[Condition], b: &[Condition]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::service_binding::SECRET_VALID_CONDITION;
 
     fn seen(name: &str, available: bool) -> ApiServiceSeen {
         ApiServiceSeen {
@@ -142,7 +132,7 @@ mod tests {
         let export = vec![condition(READY, true, "Ready", "", Some(3))];
         let konnectors = vec![
             condition(
-                KONNECTORS_SECRET_VALID,
+                SECRET_VALID_CONDITION,
                 false,
                 "KubeconfigSecretInvalid",
                 "no namespace",
@@ -173,7 +163,13 @@ mod tests {
             &binding_conditions(&out, &export, &[seen("v1.g", true)], Some(1))
         ));
         // A SecretValid the konnector found True takes nothing from bindery.
-        let valid = vec![condition(KONNECTORS_SECRET_VALID, true, "", "", None)];
+        let valid = vec![condition(
+            crate::api::service_binding::SECRET_VALID_CONDITION,
+            true,
+            "",
+            "",
+            None,
+        )];
         let out = binding_conditions(&valid, &export, &[], Some(1));
         assert_eq!(find(&out, READY).unwrap().status, "True");
     }

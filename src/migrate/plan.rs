@@ -16,12 +16,9 @@ use crate::translate::owners::{OWNER_REFERENCES_ANNOTATION, ProviderKind, refere
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The konnector's annotation naming a provider copy's cluster namespace.
-pub const CLUSTER_NAMESPACE_ANNOTATION: &str = "kube-bind.io/cluster-namespace";
-/// The konnector's annotation on a provider copy: the app object's uid.
-pub const CONSUMER_UID_ANNOTATION: &str = "kube-bind.io/consumer-uid";
-/// The konnector's annotation on an app object: its provider copy's uid.
-pub const PROVIDER_UID_ANNOTATION: &str = "kube-bind.io/provider-uid";
+pub use crate::api::keys::{
+    CLUSTER_NAMESPACE_ANNOTATION, CONSUMER_UID_ANNOTATION, PROVIDER_UID_ANNOTATION,
+};
 /// The konnector's finalizer on app objects.
 pub const KONNECTOR_FINALIZER: &str = "kubebind.io/syncer";
 

@@ -9,10 +9,7 @@
 
 use serde_json::{Map, Value};
 
-/// The cluster namespace of the consumer an object belongs to.
-pub const CLUSTER_NAMESPACE_ANNOTATION: &str = "kube-bind.io/cluster-namespace";
-/// The consumer's namespace of the object (empty when cluster-scoped).
-pub const CONSUMER_NAMESPACE_ANNOTATION: &str = "kube-bind.io/consumer-namespace";
+pub use crate::api::keys::{CLUSTER_NAMESPACE_ANNOTATION, CONSUMER_NAMESPACE_ANNOTATION};
 
 const MARKS: [&str; 2] = [CLUSTER_NAMESPACE_ANNOTATION, CONSUMER_NAMESPACE_ANNOTATION];
 

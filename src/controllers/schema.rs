@@ -49,10 +49,13 @@ pub fn decide(
         informer_scope: current.informer_scope,
         group: crd.spec.group.clone(),
         names: crd.spec.names.clone(),
-        scope: if crd.spec.scope == "Cluster" {
-            ResourceScope::Cluster
-        } else {
-            ResourceScope::Namespaced
+        scope: match (current.scope, crd.spec.scope.as_str()) {
+            (_, "Cluster") => ResourceScope::Cluster,
+            // A namespaced CRD bound cluster-scoped: `Namespaced`
+            // isolation's layout (each consumer's objects in its cluster
+            // namespace), kept as it was made.
+            (ResourceScope::Cluster, _) => ResourceScope::Cluster,
+            _ => ResourceScope::Namespaced,
         },
         versions: crd
             .spec
@@ -259,6 +262,20 @@ mod tests {
             "names": {"plural": "things", "kind": "Thing"}, "scope": "Namespaced", "versions": [],
         }))
         .unwrap()
+    }
+
+    /// On main a namespaced CRD bound cluster-scoped (under `Namespaced`
+    /// isolation, as kube-bind's backend and bindery bind it) read as a
+    /// change waiting: the BoundSchema said SchemaInSync False and its
+    /// export was not Ready, though nothing had changed.
+    #[test]
+    fn a_namespaced_crd_bound_cluster_scoped_is_in_sync() {
+        let source = crd(json!({"size": {"type": "integer"}}));
+        let mut laid_out = bound(&source);
+        laid_out.scope = ResourceScope::Cluster;
+        for policy in [SchemaUpdatePolicy::Never, SchemaUpdatePolicy::Always] {
+            assert_eq!(decide(&laid_out, policy, &source), Decision::InSync);
+        }
     }
 
     #[test]

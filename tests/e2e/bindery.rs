@@ -125,7 +125,7 @@ impl Bindery {
                 "informerScope": "Namespaced",
                 "group": spec["group"], "names": spec["names"],
                 "scope": scope.map_or(spec["scope"].clone(), serde_json::Value::from),
-                "versions": spec["versions"],
+                "versions": spec["versions"], "conversion": spec["conversion"],
             },
         });
         provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&bound_schema.to_string()));

@@ -56,6 +56,26 @@ async fn under_namespaced_isolation_a_consumers_objects_and_rights_stay_in_its_c
         "no cluster-wide grant under Namespaced isolation"
     );
 
+    // The BoundSchema, cluster-scoped over a namespaced CRD, is in sync
+    // with it (on main: an update waiting, and the export not Ready).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let in_sync = provider.kubectl(&[
+            "-n",
+            &home,
+            "get",
+            "boundschema",
+            CRD,
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"SchemaInSync\")].status}",
+        ]);
+        if in_sync.trim() == "True" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "SchemaInSync is {in_sync:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+
     // The consumer's lockers are cluster-scoped to it, namespaced on the
     // provider, in its cluster namespace, under their own names.
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(GROUP, "v1", "Locker"));

@@ -9,10 +9,10 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 /// Takes back the konnector's judgement of binding `export`; whether there
-/// was one.
+/// was one. Refused when the binding changed under it three times.
 pub async fn take_back_judgement(app: &kube::Client, export: &str) -> kube::Result<bool> {
     let bindings = Api::<APIServiceBinding>::all(app.clone());
-    for _ in 0..3 {
+    for attempt in 0..3 {
         let Some(binding) = bindings.get_opt(export).await? else {
             return Ok(false);
         };
@@ -34,9 +34,9 @@ pub async fn take_back_judgement(app: &kube::Client, export: &str) -> kube::Resu
             .await
         {
             Ok(_) => return Ok(true),
-            Err(kube::Error::Api(status)) if status.code == 409 => continue,
+            Err(kube::Error::Api(status)) if status.code == 409 && attempt < 2 => continue,
             Err(error) => return Err(error),
         }
     }
-    Ok(false)
+    unreachable!("the last attempt returns")
 }

@@ -20,9 +20,7 @@ use crate::api::{
 };
 use crate::app_cluster;
 use crate::authz::Authorizer;
-use crate::controllers::kube_bind_rbac_guard::{
-    CLUSTER_NAMESPACE_LABEL, label_patch, made_by_bindery_unlabelled,
-};
+use crate::controllers::kube_bind_rbac_guard::{CLUSTER_NAMESPACE_LABEL, label_if_made_by_bindery};
 use crate::controllers::naming::cluster_namespace;
 use crate::controllers::ownership::{MANAGED_LABEL, Ours};
 use crate::proxy::{error, full};
@@ -333,16 +331,9 @@ impl BindService {
                     retry_after: None,
                 });
             }
-            if made_by_bindery_unlabelled(&existing) {
-                namespaces
-                    .patch(
-                        namespace,
-                        &PatchParams::default(),
-                        &Patch::Merge(label_patch()),
-                    )
-                    .await
-                    .map_err(internal)?;
-            }
+            label_if_made_by_bindery(&namespaces, &existing, FIELD_MANAGER)
+                .await
+                .map_err(internal)?;
             return Ok(());
         }
         // Made by bindery, not kube-bind: kube-bind's backend may grant no

@@ -1,7 +1,8 @@
 //! The provider's admission keeping kube-bind's backend from granting rights
 //! for bindery's exports: a ValidatingAdmissionPolicy, with the cluster
 //! namespaces bindery made (labelled [`CLUSTER_NAMESPACE_LABEL`]) as its
-//! params. Pure.
+//! params, and the labelling of those made before they were labelled. Pure
+//! but for [`label_if_made_by_bindery`].
 //!
 //! kube-bind v0.8.2's backend reconciles the RBAC of every APIServiceExport
 //! of its provider, bindery's too. For each it sets the subjects of its one
@@ -50,9 +51,27 @@ pub fn made_by_bindery_unlabelled(namespace: &Namespace) -> bool {
     applied_by_bindery && !labelled
 }
 
-/// The merge patch that labels a cluster namespace bindery made.
-pub fn label_patch() -> Value {
-    json!({"metadata": {"labels": {CLUSTER_NAMESPACE_LABEL: "true"}}})
+/// Labels `existing`, a cluster namespace, when bindery made it unlabelled
+/// ([`made_by_bindery_unlabelled`]), as `field_manager`. A merge patch: an
+/// apply of the label alone would drop what that manager applied before.
+pub async fn label_if_made_by_bindery(
+    namespaces: &kube::Api<Namespace>,
+    existing: &Namespace,
+    field_manager: &str,
+) -> kube::Result<()> {
+    if !made_by_bindery_unlabelled(existing) {
+        return Ok(());
+    }
+    let name = existing.metadata.name.as_deref().unwrap_or_default();
+    let label = json!({"metadata": {"labels": {CLUSTER_NAMESPACE_LABEL: "true"}}});
+    let params = kube::api::PatchParams {
+        field_manager: Some(field_manager.to_string()),
+        ..Default::default()
+    };
+    namespaces
+        .patch(name, &params, &kube::api::Patch::Merge(label))
+        .await?;
+    Ok(())
 }
 
 /// The policy. Pure.

@@ -126,14 +126,14 @@ pub async fn grant(context: &Context, export: &APIServiceExport) -> kube::Result
         return Ok(());
     }
     if cluster_scoped {
-        // A grant made while the export was not yet `Namespaced` goes.
-        let stale = Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone())
-            .delete(&role, &Default::default())
-            .await;
-        match stale {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(error) => return Err(error),
+        // A cluster-wide grant an earlier bindery made for this export goes.
+        let bindings = Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone());
+        if bindings.get_opt(&role).await?.is_some() {
+            match bindings.delete(&role, &Default::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(error) => return Err(error),
+            }
         }
     }
     let namespaces: Api<APIServiceNamespace> = Api::namespaced(client.clone(), &cluster_namespace);

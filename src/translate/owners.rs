@@ -5,7 +5,10 @@
 //! does not hold: its collector would delete the dependent as dangling. Such
 //! references are kept in an annotation the provider ignores, and read back
 //! in place, in the order the caller wrote them, for the app cluster's own
-//! collector, as it reads a local CRD's references.
+//! collector, as it reads a local CRD's references. A reference stored on
+//! the provider to a kind the consumer has not bound is the provider's own
+//! (kube-bind's to the cluster Namespace, or a provider controller's): it is
+//! never shown, and writes keep it.
 
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
@@ -153,7 +156,9 @@ pub fn references_down(
 /// Puts the references kept in the annotation back in their places, maps
 /// the names of prefixed cluster-scoped owners back, and removes the
 /// annotation, in place. A reference to a prefixed owner whose name is not
-/// this consumer's is dropped: it names another consumer's object.
+/// this consumer's is dropped: it names another consumer's object; so is
+/// the provider's own (to a kind the consumer has not bound), with its
+/// managed-fields entries.
 pub fn references_up(
     kinds: &[ProviderKind],
     cluster_namespace: &str,
@@ -197,8 +202,13 @@ pub fn references_up(
         && let Some(Value::Array(entries)) = metadata.get_mut("managedFields")
     {
         for entry in entries {
-            if let Some(fields) = entry.get_mut("fieldsV1") {
-                forget_managed(fields, &providers_own);
+            if let Some(fields) = entry.get_mut("fieldsV1")
+                && forget_managed(fields, &providers_own)
+                && fields.get("f:metadata").is_some_and(|m| m == &json!({}))
+                && let Some(fields) = fields.as_object_mut()
+            {
+                // kube-apiserver never shows an empty set.
+                fields.shift_remove("f:metadata");
             }
         }
     }
@@ -234,10 +244,11 @@ pub fn owned_by_cluster_namespace(cluster_namespace: &str, uid: &str) -> Value {
         "name": cluster_namespace, "uid": uid}]}})
 }
 
-/// Adds to `metadata`, an update's object in provider terms, the
-/// references of the stored object `current` (in provider terms) that its
-/// consumer never saw, so that the update keeps them: those to kinds the
-/// consumer has not bound. A controller reference is kept only while the
+/// Adds to `metadata`, a written object in provider terms, the references
+/// of the stored object `current` (in provider terms) that its consumer
+/// never saw, so that the write keeps them: those to kinds the consumer has
+/// not bound. (For a create, `current` holds the references the provider's
+/// layout gives a new object.) A controller reference is kept only while the
 /// update names no controller of its own.
 pub fn keep_providers_own(
     kinds: &[ProviderKind],
@@ -569,10 +580,7 @@ mod tests {
         let mut up = stored.as_object().unwrap().clone();
         references_up(&kinds(), "kube-bind-c1", &mut up);
         assert_eq!(up["ownerReferences"], json!([widget]));
-        assert_eq!(
-            up["managedFields"][0]["fieldsV1"],
-            json!({"f:metadata": {}})
-        );
+        assert_eq!(up["managedFields"][0]["fieldsV1"], json!({}));
 
         // The consumer's update, without the reference it never saw.
         let mut update = up.clone();

@@ -140,7 +140,7 @@ pub fn request_down(
                 with_labels,
             )?;
             if with_labels {
-                keep_providers_own(bound, stored, &mut object);
+                keep_stored_references(bound, stored, &mut object);
             }
             body = Some(json_body(&object));
         }
@@ -228,14 +228,14 @@ pub fn update_down(
     let with_labels = resource.subresource.as_deref() != Some("scale");
     object_down(bound, resource.namespace.as_deref(), object, with_labels)?;
     if with_labels {
-        keep_providers_own(bound, Some(current), object);
+        keep_stored_references(bound, Some(current), object);
     }
     Ok(json_body(object))
 }
 
-/// An update keeps the references the provider stored that its consumer
+/// A write keeps the references the provider stored that its consumer
 /// never saw (`owners::keep_providers_own`).
-fn keep_providers_own(bound: &BoundResource, current: Option<&Value>, object: &mut Value) {
+fn keep_stored_references(bound: &BoundResource, current: Option<&Value>, object: &mut Value) {
     let stored = current
         .and_then(|c| c.get("metadata"))
         .and_then(Value::as_object);

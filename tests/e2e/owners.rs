@@ -456,6 +456,16 @@ async fn a_cluster_scoped_object_is_owned_by_its_cluster_namespace_as_kube_bind_
         after["metadata"]["ownerReferences"], owner,
         "and keeps the reference"
     );
+    let patch = json!({"spec": {"metal": "bronze"}});
+    api.patch(&name, &Default::default(), &kube::api::Patch::Merge(&patch))
+        .await
+        .expect("patched");
+    let after = stored();
+    assert_eq!(after["spec"]["metal"], "bronze", "the patch is stored");
+    assert_eq!(
+        after["metadata"]["ownerReferences"], owner,
+        "and keeps it too"
+    );
     api.delete(&name, &Default::default())
         .await
         .expect("deleted");

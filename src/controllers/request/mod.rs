@@ -14,11 +14,9 @@ mod plan_tests;
 
 use super::conditions::{condition, set_condition};
 use super::deletion::{DeletionPolicy, POLICY_ANNOTATION};
-use super::kube_bind_rbac_guard::{
-    CLUSTER_NAMESPACE_LABEL, label_patch, made_by_bindery_unlabelled,
-};
+use super::kube_bind_rbac_guard::{CLUSTER_NAMESPACE_LABEL, label_if_made_by_bindery};
 use super::ownership::MANAGED_LABEL;
-use super::{Context, identity, instrument, naming, rbac, runner};
+use super::{Context, FIELD_MANAGER, identity, instrument, naming, rbac, runner};
 use crate::api::keys::{AUTHOR_ANNOTATION, IDENTITY_ANNOTATION};
 use crate::api::{
     APIServiceExport, APIServiceExportRequest, APIServiceExportTemplate, BoundSchema,
@@ -198,15 +196,7 @@ async fn claim_namespace(
                 ),
             }));
         }
-        if made_by_bindery_unlabelled(&existing) {
-            namespaces
-                .patch(
-                    cluster_namespace,
-                    &PatchParams::default(),
-                    &Patch::Merge(label_patch()),
-                )
-                .await?;
-        }
+        label_if_made_by_bindery(&namespaces, &existing, FIELD_MANAGER).await?;
         return Ok(None);
     }
     let mut annotations = BTreeMap::new();

@@ -5,7 +5,8 @@
 //! ClusterRoleBinding: RBAC cannot narrow by name prefix, which is the one
 //! place the grant is wider than the consumer's objects (documented in
 //! docs/DESIGN.md); under `Namespaced` isolation its objects live in its
-//! cluster namespace, where it is bound instead.
+//! cluster namespace, where a Role of the exported resources alone (never
+//! the claims) is bound instead.
 
 use super::{Context, naming};
 use crate::api::{
@@ -35,6 +36,13 @@ const CLAIM_VERBS: &[&str] = &[
 
 /// The rules for `export`: its resources and its claims, nothing else. Pure.
 pub fn rules(export: &APIServiceExport) -> Vec<PolicyRule> {
+    let mut rules = resource_rules(export);
+    rules.extend(claim_rules(export));
+    rules
+}
+
+/// The rules for `export`'s resources alone. Pure.
+pub fn resource_rules(export: &APIServiceExport) -> Vec<PolicyRule> {
     let mut rules = Vec::new();
     for resource in &export.spec.resources {
         rules.push(PolicyRule {
@@ -48,6 +56,12 @@ pub fn rules(export: &APIServiceExport) -> Vec<PolicyRule> {
             ..Default::default()
         });
     }
+    rules
+}
+
+/// The rules for `export`'s claims alone. Pure.
+fn claim_rules(export: &APIServiceExport) -> Vec<PolicyRule> {
+    let mut rules = Vec::new();
     for claim in &export.spec.permission_claims {
         let mut rule = PolicyRule {
             api_groups: Some(vec![claim.group.clone()]),
@@ -141,13 +155,53 @@ pub async fn grant(context: &Context, export: &APIServiceExport) -> kube::Result
     let provider_namespaces = recorded
         .iter()
         .filter_map(|record| record.status.as_ref().and_then(|s| s.namespace.clone()));
-    let home = (cluster_scoped && in_cluster_namespace).then(|| cluster_namespace.clone());
-    for provider in home.into_iter().chain(provider_namespaces) {
+    if cluster_scoped && in_cluster_namespace {
+        home_grant(context, export, &binding_name, &label).await?;
+    }
+    for provider in provider_namespaces {
         let binding = crate::provider_namespace::role_binding(&cluster_namespace, &export_name);
         Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(client.clone(), &provider)
             .patch(&binding_name, &context.apply(), &Patch::Apply(binding))
             .await?;
     }
+    Ok(())
+}
+
+/// The grant in the consumer's cluster namespace, where its objects live
+/// under `Namespaced` isolation: a Role of the exported resources alone,
+/// never the claims (the namespace also holds the export's identity
+/// Secret), bound to the consumer's account.
+async fn home_grant(
+    context: &Context,
+    export: &APIServiceExport,
+    name: &str,
+    label: &str,
+) -> kube::Result<()> {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let client = &context.client;
+    let cluster_namespace = export.namespace().unwrap_or_default();
+    let role = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": name, "labels": {EXPORT_RBAC_LABEL: label}},
+        "rules": resource_rules(export),
+    });
+    Api::<Role>::namespaced(client.clone(), &cluster_namespace)
+        .patch(name, &context.apply(), &Patch::Apply(role))
+        .await?;
+    let mut binding =
+        crate::provider_namespace::role_binding(&cluster_namespace, &export.name_any());
+    let role_ref = json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name});
+    binding["roleRef"] = role_ref.clone();
+    let bindings = Api::<RoleBinding>::namespaced(client.clone(), &cluster_namespace);
+    // A roleRef cannot change: one naming the export's ClusterRole goes first.
+    if let Some(existing) = bindings.get_opt(name).await?
+        && existing.role_ref.kind != "Role"
+    {
+        bindings.delete(name, &Default::default()).await?;
+    }
+    bindings
+        .patch(name, &context.apply(), &Patch::Apply(binding))
+        .await?;
     Ok(())
 }
 

@@ -50,6 +50,36 @@ async fn under_namespaced_isolation_a_consumers_objects_and_rights_stay_in_its_c
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+    // Bound to a Role of the exported resource alone: the cluster
+    // namespace also holds the export's identity Secret, and claims are
+    // never granted there.
+    let role_ref = provider.kubectl(&[
+        "-n",
+        &home,
+        "get",
+        "rolebinding",
+        &role_binding_name("lockers"),
+        "-o",
+        "jsonpath={.roleRef.kind}/{.roleRef.name}",
+    ]);
+    assert_eq!(
+        role_ref.trim(),
+        format!("Role/{}", role_binding_name("lockers"))
+    );
+    let granted = provider.kubectl(&[
+        "-n",
+        &home,
+        "get",
+        "role",
+        &role_binding_name("lockers"),
+        "-o",
+        "jsonpath={.rules[*].resources}",
+    ]);
+    assert_eq!(
+        granted.trim(),
+        r#"["lockers","lockers/status","lockers/scale"]"#,
+        "the exported resource alone"
+    );
     let cluster_wide = provider.kubectl_output(&["get", "clusterrolebinding", &role], None);
     assert!(
         !cluster_wide.status.success(),

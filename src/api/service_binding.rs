@@ -177,11 +177,6 @@ pub fn judged_by_a_konnector(conditions: &[Condition]) -> bool {
 }
 
 impl APIServiceBindingStatus {
-    /// See [`judged_by_a_konnector`].
-    pub fn judged_by_a_konnector(&self) -> bool {
-        judged_by_a_konnector(&self.conditions)
-    }
-
     /// The conditions without the konnector's judgement (its SecretValid,
     /// and the Ready it summarised from it, which gives SecretValid's
     /// reason); `None` when it left none.
@@ -217,7 +212,7 @@ mod tests {
                 {"type": "SchemaInSync", "status": "True", "reason": "APIServicesAvailable",
                     "lastTransitionTime": "2026-11-29T00:00:00Z"}]}))
         .unwrap();
-        assert!(status.judged_by_a_konnector());
+        assert!(judged_by_a_konnector(&status.conditions));
         let kept = status.without_konnectors_judgement().unwrap();
         let types: Vec<&str> = kept.iter().map(|c| c.type_.as_str()).collect();
         assert_eq!(types, ["SchemaInSync"]);
@@ -225,7 +220,7 @@ mod tests {
             conditions: kept,
             ..Default::default()
         };
-        assert!(!untouched.judged_by_a_konnector());
+        assert!(!judged_by_a_konnector(&untouched.conditions));
         assert_eq!(untouched.without_konnectors_judgement(), None);
     }
 

@@ -190,8 +190,8 @@ async fn home_grant(
         .await?;
     let mut binding =
         crate::provider_namespace::role_binding(&cluster_namespace, &export.name_any());
-    let role_ref = json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name});
-    binding["roleRef"] = role_ref.clone();
+    binding["roleRef"] =
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name});
     let bindings = Api::<RoleBinding>::namespaced(client.clone(), &cluster_namespace);
     // A roleRef cannot change: one naming the export's ClusterRole goes first.
     if let Some(existing) = bindings.get_opt(name).await?

@@ -235,9 +235,9 @@ pub fn update_down(
 
 /// A write keeps the references the provider stored that its consumer
 /// never saw (`owners::keep_providers_own`).
-fn keep_stored_references(bound: &BoundResource, current: Option<&Value>, object: &mut Value) {
-    let stored = current
-        .and_then(|c| c.get("metadata"))
+fn keep_stored_references(bound: &BoundResource, stored: Option<&Value>, object: &mut Value) {
+    let stored = stored
+        .and_then(|s| s.get("metadata"))
         .and_then(Value::as_object);
     let metadata = object.get_mut("metadata").and_then(Value::as_object_mut);
     if let (Some(stored), Some(metadata)) = (stored, metadata) {

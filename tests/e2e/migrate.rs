@@ -866,6 +866,16 @@ fn a_konnector_still_running_stops_the_move_before_anything_is_removed() {
     app.kubectl(&["get", "apiservicebinding", &export]);
 }
 
+/// The condition `type_` of `object`'s status, if it has one.
+fn condition(object: &Value, type_: &str) -> Option<Value> {
+    object["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == type_)
+        .cloned()
+}
+
 /// A konnector started again in an app cluster bindery serves (as GitOps
 /// scales a Deployment back up after a move) reinstalls kube-bind's
 /// APIServiceBinding CRD, which lacks `spec.permissionClaims`, and from then
@@ -873,6 +883,7 @@ fn a_konnector_still_running_stops_the_move_before_anything_is_removed() {
 /// (issue 33, finding 2). The claims stay in force: a provider Secret made
 /// afterwards is still copied down. kube-bind v0.8.2's own konnector runs
 /// here as a process.
+
 #[test]
 fn a_konnector_started_again_leaves_binderys_claims_in_force() {
     use crate::kube_bind_live::{kube_bind_binaries, start_konnector};
@@ -896,14 +907,17 @@ fn a_konnector_started_again_leaves_binderys_claims_in_force() {
         ),
     );
     let (_, token) = binder_token(true);
-    succeeded(
-        "bind --template",
-        &bindery_command_for(&bindery().url, "bind", &app.kubeconfig)
-            .args(["--template", &template])
-            .env("BINDERY_TOKEN", &token)
-            .output()
-            .expect("bindery runs"),
-    );
+    let bind = |what: &str| {
+        succeeded(
+            what,
+            &bindery_command_for(&bindery().url, "bind", &app.kubeconfig)
+                .args(["--template", &template])
+                .env("BINDERY_TOKEN", &token)
+                .output()
+                .expect("bindery runs"),
+        )
+    };
+    bind("bind --template");
     let provider_namespace = format!(
         "{}-default",
         cluster_namespace("kube-bind-", &app.kube_system_uid())
@@ -976,11 +990,7 @@ fn a_konnector_started_again_leaves_binderys_claims_in_force() {
         let bindings =
             || items(&app.kubectl(&["get", "apiservicebindings.kube-bind.io", "-o", "json"]));
         let judged = |binding: &Value| {
-            binding["status"]["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|c| c["type"] == "SecretValid" && c["status"] == "False")
+            condition(binding, "SecretValid").is_some_and(|c| c["status"] == "False")
         };
         let deadline = Instant::now() + Duration::from_secs(60);
         while !bindings().iter().all(judged) {
@@ -1022,22 +1032,7 @@ fn a_konnector_started_again_leaves_binderys_claims_in_force() {
 
     // With the konnector gone, the next bind takes its judgement back, and
     // Ready is bindery's again.
-    succeeded(
-        "bind --template, again",
-        &bindery_command_for(&bindery().url, "bind", &app.kubeconfig)
-            .args(["--template", &template])
-            .env("BINDERY_TOKEN", &token)
-            .output()
-            .expect("bindery runs"),
-    );
-    let condition = |binding: &Value, type_: &str| -> Option<Value> {
-        binding["status"]["conditions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|c| c["type"] == type_)
-            .cloned()
-    };
+    bind("bind --template, again");
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let listed = items(&app.kubectl(&["get", "apiservicebindings.kube-bind.io", "-o", "json"]));

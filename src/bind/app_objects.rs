@@ -276,7 +276,8 @@ pub fn binding(inputs: &BindingInputs) -> Vec<Value> {
         .map(|c| AcceptablePermissionClaim::new(c, ClaimState::Accepted))
         .collect();
     objects.extend(claim_access(inputs.export, inputs.claims));
-    let mut metadata = json!({"name": inputs.export, "labels": labels});
+    let mut metadata =
+        json!({"name": super::app_binding::binding_name(inputs.export), "labels": labels});
     if !claims.is_empty() {
         metadata["annotations"] = json!({CLAIMS_ANNOTATION: serde_json::to_string(&claims)
             .expect("claims serialize")});
@@ -434,7 +435,10 @@ mod tests {
             .iter()
             .find(|o| o["kind"] == "APIServiceBinding")
             .unwrap();
-        assert_eq!(binding["metadata"]["name"], "postgresql");
+        // Never named as the export, which kube-bind's konnector would pair
+        // with it; the export is in its label.
+        assert_eq!(binding["metadata"]["name"], "bindery.postgresql");
+        assert_eq!(binding["metadata"]["labels"][BINDING_LABEL], "postgresql");
         assert_eq!(binding["spec"]["permissionClaims"][0]["state"], "Accepted");
         // Also where kube-bind's schema, reinstalled by its konnector, does
         // not prune them.

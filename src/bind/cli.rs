@@ -6,6 +6,7 @@
 //! serves them. `-o yaml` prints the app-cluster objects instead of applying
 //! them. unbind removes exactly what bind made.
 
+use super::app_binding;
 use super::app_objects::{self, BindingInputs, MANAGED_BY, Reach};
 use super::wire::{
     BindRequest, BindingState, Offers, Progress, Registration, SessionCreated, SessionState,
@@ -355,7 +356,18 @@ async fn bind_template(
         .collect();
     wait_available(app, &names, options.timeout).await?;
     wait_discovered(app, &state.group_versions, options.timeout).await?;
-    match super::konnector::take_back_judgement(app, &state.export).await {
+    if retire_binding_named_as_export(app, &state.export).await? {
+        reporter
+            .step(format!(
+                "The binding bindery named {} before is now {}",
+                state.export,
+                app_binding::binding_name(&state.export)
+            ))
+            .await;
+    }
+    match super::konnector::take_back_judgement(app, &app_binding::binding_name(&state.export))
+        .await
+    {
         Ok(false) => {}
         Ok(true) => {
             reporter
@@ -638,6 +650,28 @@ async fn apply(app: &kube::Client, object: &Value) -> Result<()> {
     Ok(())
 }
 
+/// Deletes bindery's binding of `export` named as the export, as bindery
+/// named its bindings before [`app_binding`]; whether there was one.
+/// kube-bind's binding of that name (`bindery migrate` deletes it) stays.
+async fn retire_binding_named_as_export(app: &kube::Client, export: &str) -> Result<bool> {
+    let bindings = dynamic(app, &binding_resource(), None);
+    let Some(old) = bindings.get_opt(export).await? else {
+        return Ok(false);
+    };
+    if kube::ResourceExt::labels(&old)
+        .get(app_objects::BINDING_LABEL)
+        .map(String::as_str)
+        != Some(export)
+    {
+        return Ok(false);
+    }
+    match bindings.delete(export, &DeleteParams::default()).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(error) => Err(error.into()),
+    }
+}
+
 /// Creates `object` unless one of its name exists (kept as it is then). One
 /// being deleted (a namespace or CRD an unbind just removed) is waited for.
 async fn create_if_missing(app: &kube::Client, object: &Value) -> Result<()> {
@@ -825,9 +859,16 @@ pub async fn unbind(options: UnbindOptions) -> Result<()> {
     let app = kube::Client::try_from(config.clone())?;
     let identity = cluster_identity(&app, options.cluster_identity.as_deref()).await?;
     let bindings = dynamic(&app, &binding_resource(), None);
-    let binding = bindings.get_opt(&options.export).await?.ok_or_else(|| {
+    let mut found = None;
+    for name in app_binding::binding_names(&options.export) {
+        if let Some(binding) = bindings.get_opt(&name).await? {
+            found = Some(binding);
+            break;
+        }
+    }
+    let binding = found.ok_or_else(|| {
         anyhow!(
-            "there is no APIServiceBinding {} in this cluster",
+            "there is no APIServiceBinding of {} in this cluster",
             options.export
         )
     })?;
@@ -863,13 +904,24 @@ pub async fn unbind(options: UnbindOptions) -> Result<()> {
         app_objects::BINDING_LABEL,
         options.export
     );
-    delete_labelled(&app, &of_binding).await?;
+    delete_labelled(&app, &of_binding, &[]).await?;
     let managed = format!("{}={}", MANAGED_BY.0, MANAGED_BY.1);
     let left = bindings
         .list(&ListParams::default().labels(&managed))
         .await?;
     if left.items.is_empty() {
-        delete_labelled(&app, &managed).await?;
+        // kube-bind's bindings (or anyone's) still need the CRD, and the
+        // namespace holding their Secrets.
+        let others = !bindings
+            .list(&ListParams::default())
+            .await?
+            .items
+            .is_empty();
+        let kept: &[&str] = match others {
+            true => &["Namespace", "CustomResourceDefinition"],
+            false => &[],
+        };
+        delete_labelled(&app, &managed, kept).await?;
         eprintln!("That was the last binding: bindery's account is removed too");
     }
     eprintln!("Unbound {}", options.export);
@@ -884,8 +936,8 @@ fn binding_resource() -> ApiResource {
 }
 
 /// Deletes bind's objects carrying `labels`, bindings and APIServices first,
-/// the namespace and the CRD last.
-async fn delete_labelled(app: &kube::Client, labels: &str) -> Result<()> {
+/// the namespace and the CRD last; none of the kinds `kept`.
+async fn delete_labelled(app: &kube::Client, labels: &str, kept: &[&str]) -> Result<()> {
     let kinds = [
         ("kube-bind.io/v1alpha2", "APIServiceBinding", false),
         ("apiregistration.k8s.io/v1", "APIService", false),
@@ -900,6 +952,9 @@ async fn delete_labelled(app: &kube::Client, labels: &str) -> Result<()> {
         ("apiextensions.k8s.io/v1", "CustomResourceDefinition", false),
     ];
     for (api_version, kind, namespaced) in kinds {
+        if kept.contains(&kind) {
+            continue;
+        }
         let resource = resource_of(api_version, kind)?;
         // Namespaced kinds in every namespace: the claimed objects copied
         // into consumer namespaces carry the binding's labels too.

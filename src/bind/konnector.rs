@@ -8,15 +8,16 @@ use crate::api::APIServiceBinding;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-/// Takes back the konnector's judgement of binding `export`; whether there
-/// was one. Refused when the binding changed under it three times.
-pub async fn take_back_judgement(app: &kube::Client, export: &str) -> kube::Result<bool> {
+/// Takes back the konnector's judgement of the binding named `binding`;
+/// whether there was one. Refused when the binding changed under it three
+/// times.
+pub async fn take_back_judgement(app: &kube::Client, binding: &str) -> kube::Result<bool> {
     let bindings = Api::<APIServiceBinding>::all(app.clone());
     for attempt in 0..3 {
-        let Some(binding) = bindings.get_opt(export).await? else {
+        let Some(found) = bindings.get_opt(binding).await? else {
             return Ok(false);
         };
-        let Some(conditions) = binding
+        let Some(conditions) = found
             .status
             .as_ref()
             .and_then(|status| status.without_konnectors_judgement())
@@ -26,11 +27,11 @@ pub async fn take_back_judgement(app: &kube::Client, export: &str) -> kube::Resu
         // Pinned to what was read: bindery's status controller may write
         // in between, and a merge patch replaces the whole list.
         let patch = json!({
-            "metadata": {"resourceVersion": binding.metadata.resource_version},
+            "metadata": {"resourceVersion": found.metadata.resource_version},
             "status": {"conditions": conditions},
         });
         match bindings
-            .patch_status(export, &PatchParams::default(), &Patch::Merge(patch))
+            .patch_status(binding, &PatchParams::default(), &Patch::Merge(patch))
             .await
         {
             Ok(_) => return Ok(true),

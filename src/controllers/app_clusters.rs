@@ -73,6 +73,7 @@ impl AppClusters {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BindingChanged {
     pub cluster_namespace: String,
+    /// The export whose binding changed.
     pub binding: String,
 }
 
@@ -173,7 +174,21 @@ async fn watch_one(
         watcher::Config::default(),
     )
     .default_backoff()
-    .map(|event| event.map(|e| touched(e, |binding| Some(binding.name_any()))));
+    .map(|event| {
+        event.map(|e| {
+            // bindery's binding names its export in a label
+            // ([`crate::bind::app_binding`]); kube-bind's is named as it.
+            touched(e, |binding| {
+                Some(
+                    binding
+                        .labels()
+                        .get(BINDING_LABEL)
+                        .cloned()
+                        .unwrap_or_else(|| binding.name_any()),
+                )
+            })
+        })
+    });
     // The APIServices bind registered for a binding: the aggregator's
     // verdict on them is the binding's SchemaInSync, so a change of their
     // availability must reach the export at once, not at the next requeue.

@@ -6,9 +6,7 @@
 //! filtered by them ([`crate::translate::claimed`]); writes are checked
 //! against them before and after ([`super::claimed_writes`]).
 
-use crate::api::{
-    APIServiceBinding, APIServiceExport, APIServiceNamespace, ClaimOwner, PermissionClaim,
-};
+use crate::api::{APIServiceExport, APIServiceNamespace, ClaimOwner, PermissionClaim};
 use crate::app::App;
 use crate::claim_referrers::{Referrers, namespace_map};
 use crate::forward::answer::{Shape, answer_up, event_up};
@@ -420,8 +418,7 @@ pub async fn accepted_claims(
     let Some(registration) = app.registrations.get(target.consumer.as_str()) else {
         return Ok(Vec::new());
     };
-    let binding = Api::<APIServiceBinding>::all(registration.app.clone())
-        .get_opt(target.export)
+    let binding = crate::bind::app_binding::find(&registration.app, target.export)
         .await
         .map_err(unavailable)?;
     let accepted: Vec<PermissionClaim> = binding

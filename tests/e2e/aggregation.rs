@@ -29,7 +29,7 @@ fn kubectl_against_the_app_cluster_uses_the_bound_api_under_its_rbac() {
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
-        let binding = ["get", "apiservicebinding", "postgresql"];
+        let binding = ["get", "apiservicebinding", "bindery.postgresql"];
         let export = [
             "-n",
             &cluster_namespace,
@@ -280,7 +280,7 @@ fn kubectl_against_the_app_cluster_uses_the_bound_api_under_its_rbac() {
     for gone in [
         "apiservice/v1.db.example.com",
         "apiservice/v1beta1.db.example.com",
-        "apiservicebinding/postgresql",
+        "apiservicebinding/bindery.postgresql",
         "clusterrolebinding/bindery:auth-delegator",
         "clusterrole/bindery:app-cluster",
     ] {

@@ -311,9 +311,9 @@ fn provider_client_certificates_are_binder_credentials() {
     let binding = clusters().app.kubectl(&[
         "get",
         "apiservicebinding",
-        "postgresql",
+        "bindery.postgresql",
         "-o",
-        "jsonpath={.metadata.name}",
+        "jsonpath={.metadata.labels.bindery\\.dev/binding}",
     ]);
     assert_eq!(binding, "postgresql");
     let refused = bindery_command(&bindery().url, "unbind")
@@ -336,7 +336,7 @@ fn provider_client_certificates_are_binder_credentials() {
     );
     let gone = clusters()
         .app
-        .kubectl_output(&["get", "apiservicebinding", "postgresql"], None);
+        .kubectl_output(&["get", "apiservicebinding", "bindery.postgresql"], None);
     assert!(!gone.status.success(), "unbind removed the binding");
 }
 
@@ -423,4 +423,87 @@ fn a_cluster_namespace_made_before_the_label_is_labelled_at_the_next_bind() {
     assert_eq!(label().trim(), "", "as an earlier bindery left it");
     crate::binder::bind_template("postgresql");
     assert_eq!(label().trim(), "true", "labelled by the next bind");
+}
+
+/// The unbind that leaves bindery no binding in an app cluster removes
+/// bindery's account there, but never the APIServiceBinding CRD bind
+/// installed, nor namespace `kube-bind`, while other bindings (kube-bind's,
+/// or anyone's) still use them: on the old code it deleted the CRD, and every
+/// other binding with it. A binding bindery once named as its export (which
+/// kube-bind's konnector pairs with the export) is renamed by the next bind.
+#[test]
+fn the_last_unbind_keeps_the_binding_crd_other_bindings_use() {
+    install_examples();
+    let app = crate::fixture::own_app_cluster("unbind-keeps");
+    let (_, token) = binder_token(true);
+    let cli = |command: &str, args: &[&str]| {
+        succeeded(
+            command,
+            &crate::binder::bindery_command_for(&bindery().url, command, &app.kubeconfig)
+                .args(args)
+                .env("BINDERY_TOKEN", &token)
+                .output()
+                .expect("bindery runs"),
+        )
+    };
+    cli("bind", &["--template", "postgresql"]);
+    let crd = "crd/apiservicebindings.kube-bind.io";
+    assert_eq!(
+        app.kubectl(&[
+            "get",
+            crd,
+            "-o",
+            "jsonpath={.metadata.labels.app\\.kubernetes\\.io/managed-by}",
+        ]),
+        "bindery",
+        "bind installed the CRD"
+    );
+    // A binding an earlier bindery named as its export goes at the next
+    // bind: kube-bind's konnector would pair it with the export.
+    app.kubectl_with_stdin(
+        &["apply", "-f", "-"],
+        Some(
+            &serde_json::json!({"apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceBinding",
+                "metadata": {"name": "postgresql", "labels": {
+                    "app.kubernetes.io/managed-by": "bindery", "bindery.dev/binding": "postgresql"}},
+                "spec": {"kubeconfigSecretRef": {"namespace": "kube-bind",
+                    "name": "bindery-provider-postgresql", "key": "kubeconfig"}}})
+            .to_string(),
+        ),
+    );
+    cli("bind", &["--template", "postgresql"]);
+    let names = app.kubectl(&[
+        "get",
+        "apiservicebindings",
+        "-o",
+        "jsonpath={.items[*].metadata.name}",
+    ]);
+    assert_eq!(names, "bindery.postgresql", "after the next bind");
+    app.kubectl_with_stdin(
+        &["apply", "-f", "-"],
+        Some(
+            &serde_json::json!({"apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceBinding",
+                "metadata": {"name": "theirs"},
+                "spec": {"kubeconfigSecretRef": {"namespace": "kube-bind",
+                    "name": "kubeconfig-theirs", "key": "kubeconfig"}}})
+            .to_string(),
+        ),
+    );
+    cli("unbind", &["postgresql"]);
+    let found = |what: &[&str]| {
+        let mut args = vec!["get"];
+        args.extend_from_slice(what);
+        app.kubectl_output(&args, None).status.success()
+    };
+    assert!(!found(&["apiservicebinding", "bindery.postgresql"]));
+    assert!(
+        !found(&["-n", "kube-bind", "serviceaccount", "bindery"]),
+        "bindery's account goes with its last binding"
+    );
+    assert!(found(&[crd]), "the CRD other bindings use stays");
+    assert!(
+        found(&["apiservicebinding", "theirs"]),
+        "the other binding stays"
+    );
+    assert!(found(&["namespace", "kube-bind"]), "its namespace stays");
 }

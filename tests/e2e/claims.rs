@@ -146,7 +146,7 @@ fn provider_owned_claimed_secrets_follow_their_source_into_the_app_cluster() {
         app.kubectl(&[
             "patch",
             "apiservicebinding",
-            "postgresql",
+            "bindery.postgresql",
             "--type=json",
             "-p",
             &format!(
@@ -642,7 +642,7 @@ fn consumer_owned_claimed_objects_are_read_through_the_workspace_filtered_by_the
     app.kubectl(&[
         "patch",
         "apiservicebinding",
-        &template,
+        &format!("bindery.{template}"),
         "--type=json",
         "-p",
         r#"[{"op":"replace","path":"/spec/permissionClaims/0/state","value":"Rejected"}]"#,

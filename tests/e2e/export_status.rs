@@ -10,7 +10,6 @@ use crate::controllers::{install_examples, request_annotated, wait_for_status};
 use crate::fixture::{clusters, repo_root, unique_name};
 use bindery::controllers::naming::cluster_namespace;
 use serde_json::{Value, json};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 const SCHEMA: &str = "postgresqlinstances.db.example.com";
@@ -129,21 +128,21 @@ fn find(conditions: &Value, type_: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// The APIServiceBinding CRD in the shared app cluster, applied at each
+/// binding made by hand: an unbind elsewhere that leaves no binding (none of
+/// this file's at that moment) removes the CRD bind installed.
 fn install_binding_crd() {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let crd = repo_root().join("deploy/crds/apiservicebindings.kube-bind.io.yaml");
-        let crd = crd.to_string_lossy();
-        let app = &clusters().app;
-        app.kubectl(&["apply", "-f", &crd]);
-        app.kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "-f",
-            &crd,
-        ]);
-    });
+    let crd = repo_root().join("deploy/crds/apiservicebindings.kube-bind.io.yaml");
+    let crd = crd.to_string_lossy();
+    let app = &clusters().app;
+    app.kubectl(&["apply", "-f", &crd]);
+    app.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "-f",
+        &crd,
+    ]);
 }
 
 pub(crate) fn in_sync() -> Value {

@@ -36,6 +36,21 @@ impl Running {
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(30)..].join("\n")
     }
+
+    /// The address a bindery started here listens on, once it says
+    /// (`bindery listening on https://…`).
+    pub(crate) fn bindery_url(&self) -> String {
+        let mut url = None;
+        wait_for("bindery says where it listens", 60, &[self], || {
+            url = std::fs::read_to_string(&self.log)
+                .unwrap_or_default()
+                .lines()
+                .find_map(|line| line.strip_prefix("bindery listening on "))
+                .map(str::to_string);
+            url.is_some()
+        });
+        url.expect("an address")
+    }
 }
 
 impl Drop for Running {
@@ -70,7 +85,12 @@ pub(crate) fn kube_bind_binaries() -> PathBuf {
 
 /// Waits until `check` is true, at most `seconds`; panics with `what` and
 /// the logs of `programs`.
-fn wait_for(what: &str, seconds: u64, programs: &[&Running], mut check: impl FnMut() -> bool) {
+pub(crate) fn wait_for(
+    what: &str,
+    seconds: u64,
+    programs: &[&Running],
+    mut check: impl FnMut() -> bool,
+) {
     let deadline = Instant::now() + Duration::from_secs(seconds);
     while !check() {
         if Instant::now() > deadline {
@@ -84,7 +104,7 @@ fn wait_for(what: &str, seconds: u64, programs: &[&Running], mut check: impl FnM
     }
 }
 
-fn get_json(cluster: &Cluster, args: &[&str]) -> Option<Value> {
+pub(crate) fn get_json(cluster: &Cluster, args: &[&str]) -> Option<Value> {
     let mut all = vec!["get"];
     all.extend_from_slice(args);
     all.extend_from_slice(&["-o", "json"]);
@@ -95,7 +115,7 @@ fn get_json(cluster: &Cluster, args: &[&str]) -> Option<Value> {
         .then(|| serde_json::from_slice(&output.stdout).expect("JSON"))
 }
 
-fn apply(cluster: &Cluster, object: &Value) {
+pub(crate) fn apply(cluster: &Cluster, object: &Value) {
     cluster.kubectl_with_stdin(&["apply", "-f", "-"], Some(&object.to_string()));
 }
 
@@ -160,7 +180,7 @@ fn server_and_ca(provider: &Cluster) -> (String, String) {
 /// exported the kube-bind way) with bindery installed over it; waits for
 /// bindery's admission policies. `name` names bindery's log, `flags` are
 /// more of `bindery serve`'s.
-fn bindery_beside_kube_bind(
+pub(crate) fn bindery_beside_kube_bind(
     provider: &Cluster,
     binaries: &Path,
     name: &str,
@@ -211,9 +231,31 @@ pub(crate) fn start_konnector(
     )
 }
 
+/// Waits until `konnector` installed kube-bind's APIServiceBinding CRD in
+/// the app cluster, as it does at start, and the CRD serves.
+pub(crate) fn binding_crd_installed(app: &Cluster, konnector: &Running) {
+    wait_for(
+        "the konnector's APIServiceBinding CRD",
+        120,
+        &[konnector],
+        || get_json(app, &["crd", "apiservicebindings.kube-bind.io"]).is_some(),
+    );
+    app.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/apiservicebindings.kube-bind.io",
+    ]);
+}
+
 /// kube-bind's backend on `provider`, its cluster namespaces starting with
 /// `prefix`; `name` names its log.
-fn start_backend(binaries: &Path, provider: &Cluster, name: &str, prefix: &str) -> Running {
+pub(crate) fn start_backend(
+    binaries: &Path,
+    provider: &Cluster,
+    name: &str,
+    prefix: &str,
+) -> Running {
     Running::start(
         name,
         Command::new(binaries.join("backend"))
@@ -227,13 +269,18 @@ fn start_backend(binaries: &Path, provider: &Cluster, name: &str, prefix: &str) 
 /// What kube-bind's backend makes when an app cluster binds (its
 /// `HandleResources`): the cluster namespace, the ClusterBinding, the
 /// `kube-binder` ServiceAccount with a token and the binder role, and the
-/// kubeconfig for the konnector. Returns that kubeconfig.
-fn kube_bind_cluster_namespace(provider: &Cluster, namespace: &str) -> String {
+/// kubeconfig for the konnector. The namespace records the app cluster's
+/// `identity`, as kube-bind's backend records it. Returns that kubeconfig.
+pub(crate) fn kube_bind_cluster_namespace(
+    provider: &Cluster,
+    namespace: &str,
+    identity: &str,
+) -> String {
     provider.kubectl_with_stdin(
         &["apply", "-f", "-"],
         Some(
             &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace,
-            "annotations": {"backend.kube-bind.io/identity": namespace,
+            "annotations": {"backend.kube-bind.io/identity": identity,
                 "backend.kube-bind.io/author": "kube-bind-live-test"}}})
             .to_string(),
         ),
@@ -304,14 +351,14 @@ fn kube_bind_cluster_namespace(provider: &Cluster, namespace: &str) -> String {
         provider,
         &json!({"apiVersion": "kube-bind.io/v1alpha2", "kind": "ClusterBinding",
             "metadata": {"name": "cluster", "namespace": namespace,
-                "annotations": {"backend.kube-bind.io/identity": namespace}},
+                "annotations": {"backend.kube-bind.io/identity": identity}},
             "spec": {"providerPrettyName": "kube-bind-live",
                 "kubeconfigSecretRef": {"name": "kubeconfig", "key": "kubeconfig"}}}),
     );
     kubeconfig
 }
 
-fn write(path: &Path, text: &str) {
+pub(crate) fn write(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
 }
 
@@ -336,7 +383,7 @@ fn kube_binds_own_konnector_and_backend_keep_syncing_where_bindery_runs() {
 
     // The binding, as kube-bind's backend and CLI make it.
     let cluster_namespace = "kube-bind-live";
-    let kubeconfig = kube_bind_cluster_namespace(&provider, cluster_namespace);
+    let kubeconfig = kube_bind_cluster_namespace(&provider, cluster_namespace, cluster_namespace);
     apply(
         &provider,
         &json!({"apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExportRequest",
@@ -383,19 +430,7 @@ fn kube_binds_own_konnector_and_backend_keep_syncing_where_bindery_runs() {
         &konnector_kubeconfig,
         "konnector-live",
     );
-    // The konnector installs kube-bind's CRDs in the app cluster.
-    wait_for(
-        "the konnector's APIServiceBinding CRD",
-        120,
-        &[&konnector],
-        || get_json(&app, &["crd", "apiservicebindings.kube-bind.io"]).is_some(),
-    );
-    app.kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/apiservicebindings.kube-bind.io",
-    ]);
+    binding_crd_installed(&app, &konnector);
     apply(&app, &binding);
     let programs = [&konnector, &backend, &bindery];
     wait_for(
@@ -707,7 +742,7 @@ fn bindery_binding(provider: &Cluster, bindery: &Running, identity: &str) -> Val
     export
 }
 
-fn condition_of(object: &Value, name: &str) -> Value {
+pub(crate) fn condition_of(object: &Value, name: &str) -> Value {
     object["status"]["conditions"]
         .as_array()
         .and_then(|c| c.iter().find(|c| c["type"] == name))
@@ -751,7 +786,7 @@ fn kube_binds_backend_and_bindery_keep_their_bindings_apart_whatever_their_prefi
     // kube-bind's binding, made before kube-bind's backend runs, so that
     // bindery sees it first.
     let cluster_namespace = "cluster-prefixes";
-    kube_bind_cluster_namespace(&provider, cluster_namespace);
+    kube_bind_cluster_namespace(&provider, cluster_namespace, cluster_namespace);
     let request = "postgresqlinstances.db.example.com";
     apply(
         &provider,

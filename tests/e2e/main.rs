@@ -29,6 +29,7 @@ mod kcp;
 mod kube_bind_controller;
 mod kube_bind_crds;
 mod kube_bind_live;
+mod kube_bind_move;
 mod layout;
 mod leader;
 mod lifecycle;

@@ -57,12 +57,23 @@ fn items(text: &str) -> Vec<Value> {
 }
 
 fn migrate(app_kubeconfig: &std::path::Path, extra: &[&str]) -> (bool, String) {
+    migrate_from(app_kubeconfig, &clusters().provider.kubeconfig, extra)
+}
+
+/// `bindery migrate` of the app cluster of `app_kubeconfig` to the provider
+/// of `provider_kubeconfig`, with `extra` flags: whether it succeeded, and
+/// what it said.
+pub(crate) fn migrate_from(
+    app_kubeconfig: &std::path::Path,
+    provider_kubeconfig: &std::path::Path,
+    extra: &[&str],
+) -> (bool, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_bindery"))
         .arg("migrate")
         .arg("--kubeconfig")
         .arg(app_kubeconfig)
         .arg("--provider-kubeconfig")
-        .arg(&clusters().provider.kubeconfig)
+        .arg(provider_kubeconfig)
         .args(["--timeout-seconds", "60"])
         .args(extra)
         .output()

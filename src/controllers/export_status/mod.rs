@@ -347,23 +347,18 @@ pub(crate) async fn binding(
         Access::Invalid(message) => return Ok((Binding::Unreachable(message), None)),
         Access::Client(app) => app,
     };
-    Ok(
-        match Api::<APIServiceBinding>::all(app.clone())
-            .get_opt(export)
-            .await
-        {
-            Ok(Some(binding)) if binding.metadata.deletion_timestamp.is_none() => {
-                let schema_in_sync = binding
-                    .status
-                    .as_ref()
-                    .and_then(|s| find(&s.conditions, flow::SCHEMA_IN_SYNC))
-                    .cloned();
-                (Binding::Present { schema_in_sync }, Some((app, binding)))
-            }
-            Ok(_) => (Binding::Absent, None),
-            Err(error) => (Binding::Unreachable(error.to_string()), None),
-        },
-    )
+    Ok(match crate::bind::app_binding::find(&app, export).await {
+        Ok(Some(binding)) if binding.metadata.deletion_timestamp.is_none() => {
+            let schema_in_sync = binding
+                .status
+                .as_ref()
+                .and_then(|s| find(&s.conditions, flow::SCHEMA_IN_SYNC))
+                .cloned();
+            (Binding::Present { schema_in_sync }, Some((app, binding)))
+        }
+        Ok(_) => (Binding::Absent, None),
+        Err(error) => (Binding::Unreachable(error.to_string()), None),
+    })
 }
 
 /// A CRD's condition in the meta/v1 form the export carries.

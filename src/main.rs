@@ -75,6 +75,22 @@ struct MigrateArgs {
     /// cluster namespace any more (default: the kube-system UID).
     #[arg(long)]
     cluster_identity: Option<String>,
+    /// bindery's URL: bind each moved export there (as `bindery bind <URL>
+    /// --export` would, as the provider kubeconfig's user) right after its
+    /// copied CRD goes, so that the app cluster lacks the API no longer than
+    /// the switch itself.
+    #[arg(long)]
+    bindery: Option<String>,
+    /// The CA of bindery's serving certificate (with --bindery).
+    #[arg(long, default_value = "certs/generated/bindery/serving-ca.crt")]
+    certificate_authority: PathBuf,
+    /// The DNS name the app cluster's aggregator reaches bindery at (with
+    /// --bindery; default: the URL's host, `localhost` for loopback).
+    #[arg(long, requires = "bindery", conflicts_with = "in_cluster")]
+    service_host: Option<String>,
+    /// bindery runs in the app cluster itself (with --bindery).
+    #[arg(long, requires = "bindery")]
+    in_cluster: bool,
     /// Stop on purpose after a step (`1`..`4`) or after N objects of step 3
     /// or 4 (`3.50`), as an interruption would: for tests.
     #[arg(long, hide = true, env = "BINDERY_MIGRATE_STOP_AFTER")]
@@ -139,12 +155,7 @@ impl ProviderArgs {
                 ..Default::default()
             }
         } else if let Some(path) = &self.provider_kubeconfig {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-                .await
-                .with_context(|| format!("loading {}", path.display()))?
-                .auth_info
+            user_of_kubeconfig(path).await?
         } else {
             anyhow::bail!(
                 "provider credentials are needed: --token, --token-file, $BINDERY_TOKEN, \
@@ -157,6 +168,19 @@ impl ProviderArgs {
             credentials,
         })
     }
+}
+
+/// The credentials (token or client certificate) of the current user of
+/// the kubeconfig at `path`.
+async fn user_of_kubeconfig(path: &std::path::Path) -> anyhow::Result<kube::config::AuthInfo> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(path)
+        .with_context(|| format!("reading {}", path.display()))?;
+    Ok(
+        kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .with_context(|| format!("loading {}", path.display()))?
+            .auth_info,
+    )
 }
 
 #[derive(clap::Args)]
@@ -429,8 +453,20 @@ fn unbind(args: UnbindArgs) -> anyhow::Result<()> {
 
 fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
     let runtime = bindery::deep::runtime().context("starting the async runtime")?;
-    runtime.block_on(bindery::migrate::migrate(
-        bindery::migrate::MigrateOptions {
+    runtime.block_on(async {
+        let bind = match &args.bindery {
+            None => None,
+            Some(url) => Some(bindery::migrate::BindAfter {
+                provider: bindery::bind::cli::Provider {
+                    url: url.clone(),
+                    certificate_authority: args.certificate_authority.clone(),
+                    credentials: user_of_kubeconfig(&args.provider_kubeconfig).await?,
+                },
+                service_host: args.service_host.clone(),
+                in_cluster: args.in_cluster,
+            }),
+        };
+        bindery::migrate::migrate(bindery::migrate::MigrateOptions {
             app_kubeconfig: args.kubeconfig,
             provider_kubeconfig: args.provider_kubeconfig,
             prefix: args.cluster_namespace_prefix,
@@ -439,8 +475,10 @@ fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
             timeout: std::time::Duration::from_secs(args.timeout_seconds),
             cluster_identity: args.cluster_identity,
             stop_after: bindery::migrate::interrupt::StopAfter(args.stop_after),
-        },
-    ))
+            bind,
+        })
+        .await
+    })
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {

@@ -29,6 +29,7 @@ const FIELD_MANAGER: &str = "bindery-bind";
 pub const CONSUMER_ANNOTATION: &str = "bindery.dev/consumer";
 
 /// How to reach bindery as a binder.
+#[derive(Clone)]
 pub struct Provider {
     /// bindery's base URL.
     pub url: String,

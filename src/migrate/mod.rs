@@ -20,6 +20,9 @@
 //!
 //! What remains is `bindery bind --export`: the app cluster registered for
 //! the export and its APIServices made, and the held references put back.
+//! With `--bindery` the move does that itself (step 5), right after each
+//! export's CRD went, so that the app cluster lacks the API only for the
+//! switch.
 //!
 //! A move can be stopped on purpose after any step, or inside steps 3 and
 //! 4 ([`interrupt`]), to show that running it again finishes it.
@@ -68,6 +71,17 @@ pub struct MigrateOptions {
     pub cluster_identity: Option<String>,
     /// Where to stop on purpose (hidden; tests interrupt the move with it).
     pub stop_after: StopAfter,
+    /// Bind each moved export with bindery right after its copied CRD goes.
+    pub bind: Option<BindAfter>,
+}
+
+/// What binding a moved export takes (as `bindery bind <url> --export`):
+/// bindery's URL, serving CA and the binder's credentials, and how the app
+/// cluster's aggregator reaches bindery.
+pub struct BindAfter {
+    pub provider: crate::bind::cli::Provider,
+    pub service_host: Option<String>,
+    pub in_cluster: bool,
 }
 
 async fn client(path: Option<&std::path::Path>) -> Result<kube::Client> {
@@ -129,14 +143,24 @@ pub async fn migrate(options: MigrateOptions) -> Result<()> {
     move_.stop_konnector().await?;
     let konnectors = move_.no_konnector_runs().await?;
     move_.stop.step_done(1)?;
-    for export in &exports {
-        move_.move_export(export, &konnectors).await?;
-    }
     // kube-bind bound the app cluster with an identity of its own: bind
     // and unbind name it.
-    let identity_flag = match bound.identity == kube_system_uid {
-        true => String::new(),
-        false => format!(" --cluster-identity {}", bound.identity),
+    let own_identity = (bound.identity != kube_system_uid).then_some(bound.identity);
+    for export in &exports {
+        move_.move_export(export, &konnectors).await?;
+        if let Some(bind) = &options.bind {
+            move_
+                .bind(export, bind, &options, own_identity.clone())
+                .await?;
+        }
+    }
+    if options.bind.is_some() {
+        eprintln!("Done{how}: bindery serves {}", exports.join(", "));
+        return Ok(());
+    }
+    let identity_flag = match &own_identity {
+        None => String::new(),
+        Some(identity) => format!(" --cluster-identity {identity}"),
     };
     eprintln!(
         "Done{how}. Next, as a provider administrator: `bindery bind <bindery URL> --export \
@@ -175,6 +199,43 @@ struct Move {
 }
 
 impl Move {
+    /// Step 5, with `--bindery`: the moved export bound with bindery, as
+    /// `bindery bind <url> --export` binds it, at once after its CRD went.
+    async fn bind(
+        &self,
+        export: &str,
+        bind: &BindAfter,
+        options: &MigrateOptions,
+        cluster_identity: Option<String>,
+    ) -> Result<()> {
+        eprintln!(
+            "5. {export}: binding it with bindery at {}",
+            bind.provider.url
+        );
+        if self.dry_run {
+            return Ok(());
+        }
+        crate::bind::cli::bind(crate::bind::cli::BindOptions {
+            provider: bind.provider.clone(),
+            app_kubeconfig: options.app_kubeconfig.clone(),
+            template: None,
+            export: Some(export.to_string()),
+            print_yaml: false,
+            service_host: bind.service_host.clone(),
+            in_cluster: bind.in_cluster,
+            timeout: self.timeout,
+            cluster_identity,
+        })
+        .await
+        .with_context(|| {
+            format!(
+                "binding {export} with bindery (the move itself is done: `bindery bind {} \
+                 --export {export}` finishes it)",
+                bind.provider.url
+            )
+        })
+    }
+
     /// Step 1: the konnector scaled to 0, and its pods gone.
     async fn stop_konnector(&self) -> Result<()> {
         let deployments: Api<Deployment> = Api::namespaced(self.app.clone(), KONNECTOR_NAMESPACE);

@@ -7,7 +7,6 @@
 //! be, and the konnector, started again for the binding that stays, keeps
 //! syncing that one and deletes nothing of the moved one.
 
-use crate::binder::{bindery_command_for, succeeded};
 use crate::fixture::{Cluster, own_app_cluster, own_provider_cluster, repo_root, scratch_dir};
 use crate::kube_bind_live::{
     Running, apply, bindery_beside_kube_bind, binding_crd_installed, get_json, kube_bind_binaries,
@@ -18,7 +17,8 @@ use bindery::controllers::naming::cluster_namespace;
 use bindery::translate::identity::EXPORT_LABEL;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 /// The export that moves, and the one that stays with kube-bind.
 const MOVED: &str = "postgresqlinstances.db.example.com";
@@ -96,22 +96,37 @@ fn exported_crd(provider: &Cluster, file: &str, crd: &str) {
     ]);
 }
 
-/// A token of a provider ServiceAccount that may do anything: the provider
-/// administrator who runs `bind --export` after the move.
-fn administrator_token(provider: &Cluster) -> String {
-    provider.kubectl(&["create", "namespace", "move-admins"]);
-    provider.kubectl(&["-n", "move-admins", "create", "serviceaccount", "admin"]);
-    provider.kubectl(&[
-        "create",
-        "clusterrolebinding",
-        "move-admin",
-        "--clusterrole=cluster-admin",
-        "--serviceaccount=move-admins:admin",
-    ]);
-    provider
-        .kubectl(&["-n", "move-admins", "create", "token", "admin"])
-        .trim()
-        .to_string()
+/// Runs `during` while kubectl in `app` lists the moved resource in
+/// namespace `shop` over and over; what `during` returned, and the longest
+/// time the list failed in a row.
+fn reads_during<T>(app: &Cluster, during: impl FnOnce() -> T) -> (T, Duration) {
+    let done = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(|| {
+            let mut longest = Duration::ZERO;
+            let mut failing_since: Option<Instant> = None;
+            while !done.load(Ordering::Relaxed) {
+                let listed = app.kubectl_output(&["-n", "shop", "get", MOVED], None);
+                let now = Instant::now();
+                match (listed.status.success(), failing_since) {
+                    (true, Some(since)) => {
+                        longest = longest.max(now - since);
+                        failing_since = None;
+                    }
+                    (false, None) => failing_since = Some(now),
+                    _ => {}
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            if let Some(since) = failing_since {
+                longest = longest.max(Instant::now() - since);
+            }
+            longest
+        });
+        let result = during();
+        done.store(true, Ordering::Relaxed);
+        (result, reader.join().expect("the reader"))
+    })
 }
 
 fn postgres(name: &str, plan: &str, owner: Option<(&str, &str)>) -> Value {
@@ -318,9 +333,28 @@ fn one_binding_moves_off_kube_binds_own_konnector_and_the_other_stays_with_it() 
         );
         nothing_lost("a konnector back mid-move");
     }
+    // The rest of the move in one command, bind included, while kubectl in
+    // the app cluster reads the API all along: it lacks the API only between
+    // the copied CRD going and bindery serving, inside the command.
     std::thread::sleep(Duration::from_secs(2));
-    let (ok, said) = migrate(&[]);
+    let ca = crate::bindery::bindery().pki.join("bindery/serving-ca.crt");
+    let ca = ca.to_string_lossy();
+    let ((ok, said), outage) = reads_during(&app, || {
+        migrate(&["--bindery", &url, "--certificate-authority", &ca])
+    });
     assert!(ok, "{said}");
+    assert!(
+        said.contains("5. "),
+        "the move bound the export itself:\n{said}"
+    );
+    eprintln!("the app cluster lacked {MOVED} for {outage:?} during the move");
+    assert!(outage > Duration::ZERO, "the reader never saw the switch");
+    assert!(
+        app.kubectl_output(&["-n", "shop", "get", MOVED], None)
+            .status
+            .success(),
+        "bindery serves the API once the move returns"
+    );
     nothing_lost("after the move");
     assert!(
         get_json(&app, &["crd", MOVED]).is_none(),
@@ -355,17 +389,6 @@ fn one_binding_moves_off_kube_binds_own_konnector_and_the_other_stays_with_it() 
         );
     }
 
-    // The last step, by a provider administrator: the app cluster
-    // registered with bindery for the moved export.
-    let token = administrator_token(&provider);
-    succeeded(
-        "bind --export",
-        &bindery_command_for(&url, "bind", &app.kubeconfig)
-            .args(["--export", MOVED])
-            .env("BINDERY_TOKEN", &token)
-            .output()
-            .expect("bindery runs"),
-    );
     // bindery's binding is not named as the export: kube-bind's konnector,
     // started again for the binding that stays, would pair the two.
     assert!(

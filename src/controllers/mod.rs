@@ -26,6 +26,7 @@ pub mod export_status;
 pub mod identity;
 pub mod instrument;
 pub mod kube_bind_rbac_guard;
+pub mod kube_bind_schema;
 pub mod leader;
 pub mod naming;
 pub mod ownership;

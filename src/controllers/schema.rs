@@ -66,7 +66,17 @@ pub fn decide(
             .collect(),
         conversion: crd.spec.conversion.clone(),
     };
-    if candidate == *current {
+    // kube-bind's backend copies a CRD its own way: one it made from this
+    // CRD as it is now is in sync too.
+    let as_kube_bind_made_it = || {
+        super::kube_bind_schema::as_kube_binds_backend_writes_it(
+            crd,
+            current.informer_scope,
+            candidate.scope,
+        )
+        .is_some_and(|made| made == *current)
+    };
+    if candidate == *current || as_kube_bind_made_it() {
         return Decision::InSync;
     }
     if policy == SchemaUpdatePolicy::Never {
@@ -305,6 +315,57 @@ mod tests {
         assert_eq!(
             decide(&current, SchemaUpdatePolicy::Never, &source),
             Decision::InSync
+        );
+    }
+
+    /// What kube-bind v0.8.2's backend stores for `crd` (its
+    /// `CRDToBoundSchema`): every version, the bare schema, `subresources`
+    /// always, no `selectableFields`; a conversion's strategy (the CRD
+    /// here has one; it has two versions).
+    fn made_by_kube_bind(crd: &CustomResourceDefinition) -> BoundSchemaSpec {
+        let spec = serde_json::to_value(&crd.spec).unwrap();
+        let versions: Vec<serde_json::Value> = spec["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                json!({"name": v["name"], "served": v["served"], "storage": v["storage"],
+                    "schema": v["schema"]["openAPIV3Schema"],
+                    "subresources": v.get("subresources").cloned().unwrap_or(json!({}))})
+            })
+            .collect();
+        serde_json::from_value(json!({
+            "informerScope": "Namespaced", "group": spec["group"], "names": spec["names"],
+            "scope": spec["scope"], "versions": versions,
+            "conversion": {"strategy": spec["conversion"]["strategy"]}}))
+        .unwrap()
+    }
+
+    /// Issue 33, finding 9: a BoundSchema kube-bind's backend made, taken
+    /// over, read as an update waiting (`DriftDetected`) though its CRD had
+    /// not changed, whenever the CRD had a version not served, a version
+    /// without subresources, or selectable fields.
+    #[test]
+    fn a_bound_schema_kube_binds_backend_made_from_the_crd_as_it_is_is_in_sync() {
+        let mut source = crd(json!({"size": {"type": "string"}}));
+        source.spec.versions[0].selectable_fields = Some(vec![
+            serde_json::from_value(json!({"jsonPath": ".spec.size"})).unwrap(),
+        ]);
+        source.spec.versions[1].schema = source.spec.versions[0].schema.clone();
+        source.spec.conversion = Some(serde_json::from_value(json!({"strategy": "None"})).unwrap());
+        let made = made_by_kube_bind(&source);
+        for policy in [SchemaUpdatePolicy::Never, SchemaUpdatePolicy::Always] {
+            assert_eq!(
+                decide(&made, policy, &source),
+                Decision::InSync,
+                "{policy:?}"
+            );
+        }
+        // A change since is still one.
+        let grown = crd(json!({"size": {"type": "string"}, "color": {"type": "string"}}));
+        assert_eq!(
+            decide(&made, SchemaUpdatePolicy::Never, &grown),
+            Decision::Waiting
         );
     }
 

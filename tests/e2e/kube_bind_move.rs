@@ -147,6 +147,17 @@ fn one_binding_moves_off_kube_binds_own_konnector_and_the_other_stays_with_it() 
     let bindery = bindery_beside_kube_bind(&provider, &binaries, "move-bindery", &[]);
     let url = bindery.bindery_url();
     exported_crd(&provider, "servicebindings-crd.yaml", STAYING);
+    // A selectable field, which kube-bind's backend leaves out of the
+    // BoundSchema it makes (issue 33, finding 9: the taken-over BoundSchema
+    // then read as an update waiting, though nothing had changed).
+    provider.kubectl(&[
+        "patch",
+        "crd",
+        MOVED,
+        "--type=json",
+        "-p",
+        r#"[{"op":"add","path":"/spec/versions/0/selectableFields","value":[{"jsonPath":".spec.plan"}]}]"#,
+    ]);
     let backend = start_backend(&binaries, &provider, "move-backend", "kube-bind-");
 
     // Bound as kube-bind's CLI binds: the cluster namespace named after the
@@ -356,6 +367,13 @@ fn one_binding_moves_off_kube_binds_own_konnector_and_the_other_stays_with_it() 
         "bindery serves the API once the move returns"
     );
     nothing_lost("after the move");
+    let schema = get_json(&provider, &["-n", &cluster_ns, "boundschema", MOVED])
+        .expect("the moved export's BoundSchema");
+    assert_eq!(
+        crate::kube_bind_live::condition_of(&schema, "SchemaInSync")["status"],
+        "True",
+        "{schema}"
+    );
     assert!(
         get_json(&app, &["crd", MOVED]).is_none(),
         "the copied CRD is gone"

@@ -28,6 +28,7 @@ pub mod kubeconfig;
 pub mod metrics;
 pub mod migrate;
 pub mod moved_owners;
+pub mod percent;
 pub mod provider_namespace;
 pub mod proxy;
 pub mod quota;

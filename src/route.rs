@@ -281,7 +281,7 @@ fn split(path: &str) -> Option<Vec<String>> {
             if s.is_empty() {
                 None
             } else {
-                percent_decode(s)
+                crate::percent::decode(s)
             }
         })
         .collect::<Option<Vec<String>>>()?;
@@ -292,24 +292,6 @@ fn split(path: &str) -> Option<Vec<String>> {
         return None;
     }
     Some(segments)
-}
-
-/// Decodes `%XX` escapes; `None` for a bad escape or invalid UTF-8.
-fn percent_decode(segment: &str) -> Option<String> {
-    let bytes = segment.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = segment.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 /// Parses what follows an endpoint prefix.

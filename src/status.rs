@@ -18,6 +18,15 @@ pub struct ApiError {
     pub retry_after: Option<u16>,
 }
 
+impl std::fmt::Display for ApiError {
+    /// As kube-apiserver's errors print: the message.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
 impl ApiError {
     fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
         Self {

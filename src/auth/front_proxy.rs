@@ -91,27 +91,7 @@ pub fn from_headers(headers: &http::HeaderMap) -> Option<RequestUser> {
 /// Extra keys are percent-encoded in header names (they may hold `/`);
 /// a key that does not decode is kept as it came.
 fn unescape(key: &str) -> String {
-    let bytes = key.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes
-                .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok());
-            match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                Some(byte) => {
-                    out.push(byte);
-                    i += 3;
-                    continue;
-                }
-                None => return key.to_string(),
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8(out).unwrap_or_else(|_| key.to_string())
+    crate::percent::decode(key).unwrap_or_else(|| key.to_string())
 }
 
 #[cfg(test)]

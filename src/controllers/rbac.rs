@@ -4,9 +4,12 @@
 //! consumer's own provider namespaces. A cluster-scoped export needs a
 //! ClusterRoleBinding: RBAC cannot narrow by name prefix, which is the one
 //! place the grant is wider than the consumer's objects (documented in
-//! docs/DESIGN.md); under `Namespaced` isolation its objects live in its
-//! cluster namespace, where a Role of the exported resources alone (never
-//! the claims) is bound instead.
+//! docs/DESIGN.md). That binding names a ClusterRole of the exported
+//! resources alone; the claims are never granted cluster-wide, only in the
+//! consumer's provider namespaces, as for a namespaced export. Under
+//! `Namespaced` isolation the consumer's objects live in its cluster
+//! namespace, where a Role of the exported resources alone (never the
+//! claims) is bound instead.
 
 use super::{Context, naming};
 use crate::api::{
@@ -121,25 +124,13 @@ pub async fn grant(context: &Context, export: &APIServiceExport) -> kube::Result
         .patch(&role, &context.apply(), &Patch::Apply(cluster_role))
         .await?;
     let binding_name = crate::provider_namespace::role_binding_name(&export_name);
-    let role_ref = json!({
-        "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role,
-    });
     let cluster_scoped = is_cluster_scoped(client, export).await?;
     // Under `Namespaced` isolation a consumer's cluster-scoped objects live
     // in its cluster namespace: granted there, never cluster-wide.
     let in_cluster_namespace = isolation_in_force(export.spec.isolation) == Isolation::Namespaced;
     if cluster_scoped && !in_cluster_namespace {
-        let binding = json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": role, "labels": {EXPORT_RBAC_LABEL: label}},
-            "roleRef": role_ref, "subjects": [subject],
-        });
-        Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone())
-            .patch(&role, &context.apply(), &Patch::Apply(binding))
-            .await?;
-        return Ok(());
-    }
-    if cluster_scoped {
+        cluster_wide_grant(context, export, &role, subject, &label).await?;
+    } else if cluster_scoped {
         // A cluster-wide grant an earlier bindery made for this export goes.
         let bindings = Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone());
         if bindings.get_opt(&role).await?.is_some() {
@@ -164,6 +155,52 @@ pub async fn grant(context: &Context, export: &APIServiceExport) -> kube::Result
             .patch(&binding_name, &context.apply(), &Patch::Apply(binding))
             .await?;
     }
+    Ok(())
+}
+
+/// The cluster-wide grant of a cluster-scoped export's resources, never its
+/// claims: the ClusterRoleBinding `name` to a ClusterRole of the resources
+/// alone. One an earlier bindery bound to the whole export ClusterRole
+/// (claims included: a Secrets claim was every Secret of the provider) is
+/// replaced, since a roleRef cannot change.
+async fn cluster_wide_grant(
+    context: &Context,
+    export: &APIServiceExport,
+    name: &str,
+    subject: serde_json::Value,
+    label: &str,
+) -> kube::Result<()> {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let client = &context.client;
+    let resources_role = format!("{name}:resources");
+    let role = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": resources_role, "labels": {EXPORT_RBAC_LABEL: label}},
+        "rules": resource_rules(export),
+    });
+    Api::<ClusterRole>::all(client.clone())
+        .patch(&resources_role, &context.apply(), &Patch::Apply(role))
+        .await?;
+    let bindings = Api::<ClusterRoleBinding>::all(client.clone());
+    if let Some(existing) = bindings.get_opt(name).await?
+        && existing.role_ref.name != resources_role
+    {
+        match bindings.delete(name, &Default::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => return Err(error),
+        }
+    }
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": name, "labels": {EXPORT_RBAC_LABEL: label}},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+            "name": resources_role},
+        "subjects": [subject],
+    });
+    bindings
+        .patch(name, &context.apply(), &Patch::Apply(binding))
+        .await?;
     Ok(())
 }
 

@@ -111,6 +111,20 @@ impl Bindery {
         scope: Option<&str>,
         isolation: &str,
     ) -> Consumer {
+        self.consumer_claiming(id, crd, export, scope, isolation, serde_json::json!([]))
+    }
+
+    /// [`Self::consumer_laid_out`], the export claiming `claims` (its
+    /// `spec.permissionClaims`).
+    pub fn consumer_claiming(
+        &self,
+        id: &str,
+        crd: &str,
+        export: &str,
+        scope: Option<&str>,
+        isolation: &str,
+        claims: serde_json::Value,
+    ) -> Consumer {
         let provider = &clusters().provider;
         let cluster_namespace = format!("kube-bind-{id}");
         let _ = provider.kubectl_output(&["create", "namespace", &cluster_namespace], None);
@@ -147,6 +161,7 @@ impl Bindery {
             "spec": {
                 "resources": [{"group": group, "resource": plural, "versions": ["v1"]}],
                 "informerScope": "Namespaced", "isolation": isolation,
+                "permissionClaims": claims,
             },
         });
         provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&export_object.to_string()));

@@ -153,3 +153,61 @@ async fn under_namespaced_isolation_a_consumers_objects_and_rights_stay_in_its_c
     let gone = provider.kubectl_output(&["-n", &home, "get", CRD, &name], None);
     assert!(!gone.status.success(), "gone from the provider");
 }
+
+/// A cluster-scoped export under `Prefixed` isolation grants its resources
+/// cluster-wide (RBAC cannot narrow by name prefix), but never its claims:
+/// on the old code the one ClusterRoleBinding named the whole export
+/// ClusterRole, so a Secrets claim let the consumer's account read every
+/// Secret of the provider (issue 34, item 5).
+#[test]
+fn a_cluster_scoped_exports_claims_are_never_granted_cluster_wide() {
+    let provider = &clusters().provider;
+    provider.install_open_crd(GROUP, "racks", "Rack", "Cluster");
+    let id = unique_name("layout-claims");
+    let consumer = bindery().consumer_claiming(
+        &id,
+        &format!("racks.{GROUP}"),
+        "racks",
+        None,
+        "Prefixed",
+        json!([{"group": "", "resource": "secrets",
+            "selector": {"labelSelector": {"matchLabels": {"app": "racks"}}}}]),
+    );
+    let account = format!(
+        "system:serviceaccount:{}:bindery-consumer",
+        consumer.cluster_namespace
+    );
+    let can = |args: &[&str]| {
+        let mut all = vec!["auth", "can-i", "--as", &account];
+        all.extend_from_slice(args);
+        let output = provider.kubectl_output(&all, None);
+        String::from_utf8_lossy(&output.stdout).trim() == "yes"
+    };
+    let role = export_cluster_role(&consumer.cluster_namespace, "racks");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !can(&["create", &format!("racks.{GROUP}")]) {
+        assert!(
+            Instant::now() < deadline,
+            "the consumer's account was never granted its racks ({role})"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    for args in [
+        ["get", "secrets", "-n", "kube-system"],
+        ["list", "secrets", "-n", "default"],
+    ] {
+        assert!(
+            !can(&args),
+            "{account} may {args:?}: a claim granted cluster-wide"
+        );
+    }
+    assert!(!can(&["list", "secrets", "--all-namespaces"]));
+    let bound = provider.kubectl(&[
+        "get",
+        "clusterrolebinding",
+        &role,
+        "-o",
+        "jsonpath={.roleRef.name}",
+    ]);
+    assert_eq!(bound, format!("{role}:resources"));
+}

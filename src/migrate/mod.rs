@@ -18,6 +18,9 @@
 //!    with it, in the app cluster only. Then kube-bind's APIServiceBinding
 //!    of the export goes.
 //!
+//! 6. Once no binding of the app cluster stays with kube-bind, kube-bind's
+//!    account for it on the provider is revoked.
+//!
 //! What remains is `bindery bind --export`: the app cluster registered for
 //! the export and its APIServices made, and the held references put back.
 //! With `--bindery` the move does that itself (step 5), right after each
@@ -54,6 +57,9 @@ use std::time::{Duration, Instant};
 /// Where the konnector runs in an app cluster kube-bind's CLI bound.
 const KONNECTOR_NAMESPACE: &str = "kube-bind";
 const KONNECTOR_DEPLOYMENT: &str = "konnector";
+/// kube-bind's account for an app cluster on the provider, in its cluster
+/// namespace (and its RoleBinding there), as kube-bind's backend names them.
+const KUBE_BIND_ACCOUNT: &str = "kube-binder";
 
 pub struct MigrateOptions {
     /// The app cluster's kubeconfig (default: $KUBECONFIG or ~/.kube/config).
@@ -154,6 +160,7 @@ pub async fn migrate(options: MigrateOptions) -> Result<()> {
                 .await?;
         }
     }
+    move_.revoke_kube_binds_account().await?;
     if options.bind.is_some() {
         eprintln!("Done{how}: bindery serves {}", exports.join(", "));
         return Ok(());
@@ -234,6 +241,54 @@ impl Move {
                 bind.provider.url
             )
         })
+    }
+
+    /// The end of the move, once the app cluster has no kube-bind binding
+    /// left: kube-bind's account for it on the provider (`kube-binder` in
+    /// the cluster namespace, which kube-bind's backend makes only when an
+    /// app cluster binds) and its RoleBinding are deleted, so the token
+    /// kube-bind left in the app cluster (the konnector's kubeconfig
+    /// Secret) no longer works. While a binding stays with kube-bind, its
+    /// konnector needs them, and they stay.
+    async fn revoke_kube_binds_account(&self) -> Result<()> {
+        let staying = kube_bind_bindings(&self.app).await?;
+        if !staying.is_empty() {
+            eprintln!(
+                "6. kube-bind's account kube-binder in {} stays: {} still bound by kube-bind",
+                self.cluster_namespace,
+                staying.join(", ")
+            );
+            return Ok(());
+        }
+        eprintln!(
+            "6. revoking kube-bind's account kube-binder in {} (its token in the app cluster \
+             stops working)",
+            self.cluster_namespace
+        );
+        if self.dry_run {
+            return Ok(());
+        }
+        let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+            Api::namespaced(self.provider.clone(), &self.cluster_namespace);
+        let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> =
+            Api::namespaced(self.provider.clone(), &self.cluster_namespace);
+        for deleted in [
+            bindings
+                .delete(KUBE_BIND_ACCOUNT, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+            accounts
+                .delete(KUBE_BIND_ACCOUNT, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+        ] {
+            match deleted {
+                Ok(()) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Ok(())
     }
 
     /// Step 1: the konnector scaled to 0, and its pods gone.

@@ -354,6 +354,19 @@ fn one_binding_moves_off_kube_binds_own_konnector_and_the_other_stays_with_it() 
         migrate(&["--bindery", &url, "--certificate-authority", &ca])
     });
     assert!(ok, "{said}");
+    // The binding that stays keeps kube-bind's account for the app cluster.
+    assert!(
+        said.contains("6. kube-bind's account kube-binder"),
+        "{said}"
+    );
+    assert!(
+        get_json(
+            &provider,
+            &["-n", &cluster_ns, "serviceaccount", "kube-binder"]
+        )
+        .is_some(),
+        "kube-bind's account went while a binding stays with kube-bind"
+    );
     assert!(
         said.contains("5. "),
         "the move bound the export itself:\n{said}"

@@ -138,6 +138,19 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
         ),
     );
     let export_uid = provider_export("jsonpath={.metadata.uid}");
+    // kube-bind's account for the app cluster, as its backend makes it
+    // when the app cluster binds: the token in the konnector's kubeconfig is
+    // this account's.
+    provider.kubectl(&["-n", &cluster_ns, "create", "serviceaccount", "kube-binder"]);
+    provider.kubectl(&[
+        "-n",
+        &cluster_ns,
+        "create",
+        "rolebinding",
+        "kube-binder",
+        "--clusterrole=view",
+        &format!("--serviceaccount={cluster_ns}:kube-binder"),
+    ]);
     let crd_spec = crd()["spec"].clone();
     provider.kubectl_with_stdin(
         &["apply", "-f", "-"],
@@ -534,6 +547,17 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
     // Run again, it finishes, and names the identity to bind with.
     let (ok, said) = migrate(&app.kubeconfig, &[]);
     assert!(ok, "{said}");
+    // No binding stays with kube-bind: its account goes, and with it the
+    // token it left in the app cluster (issue 34, item 5).
+    for kind in ["serviceaccount", "rolebinding"] {
+        assert!(
+            !provider
+                .kubectl_output(&["-n", &cluster_ns, "get", kind, "kube-binder"], None)
+                .status
+                .success(),
+            "kube-bind's {kind} kube-binder is left after the move:\n{said}"
+        );
+    }
     assert!(
         said.contains(&format!("cluster namespace {cluster_ns}"))
             && said.contains(&format!("--cluster-identity {cluster_identity}")),

@@ -123,21 +123,48 @@ pub async fn prove_identity(
         let error = match outcome {
             Ok(ns) if ns.metadata.uid.as_deref() == Some(identity) => return Ok(()),
             Ok(_) if recorded == Some(identity) => return Ok(()),
-            Ok(ns) => {
+            // Nothing the named server answered is echoed: it is the
+            // binder's choice of server, maybe one only bindery reaches.
+            Ok(_) => {
                 return Err(ApiError::bad_request(format!(
-                    "the kubeconfig reaches an app cluster whose kube-system UID is {}, not {identity}",
-                    ns.metadata.uid.unwrap_or_default()
+                    "the kubeconfig reaches an app cluster whose kube-system UID is not {identity}"
                 )));
             }
             Err(e) => e,
         };
         if Instant::now() > deadline {
+            // The whole error is the provider's to read, not the binder's.
+            tracing::info!(%error, "a registration kubeconfig cannot read kube-system");
             return Err(ApiError::bad_request(format!(
-                "the registration kubeconfig cannot read namespace kube-system in the app cluster: {error}"
+                "the registration kubeconfig cannot read namespace kube-system in the app \
+                 cluster ({})",
+                unechoed(&error)
             )));
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+}
+
+/// What a failed request to the binder's server was, without what that
+/// server said: its HTTP status, else the kind of failure.
+fn unechoed(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => format!("it answered HTTP {}", status.code),
+        kube::Error::HyperError(_) | kube::Error::Service(_) => {
+            "it cannot be reached: the connection or TLS failed".into()
+        }
+        kube::Error::SerdeError(_) => "it answered no Namespace".into(),
+        _ => "the request failed".into(),
+    }
+}
+
+/// Why a registration of a consumer that exists without one is refused to
+/// a binder who is not a provider administrator.
+pub fn unregistered(consumer: &str) -> String {
+    format!(
+        "consumer {consumer} is bound without a registered app cluster, and its identity \
+         proves nothing"
+    )
 }
 
 /// Why a registration is refused to a binder who cannot prove with the

@@ -377,7 +377,20 @@ impl BindService {
         };
         let (config, trusted) = match (pinned, &registered) {
             (Some(config), _) => (config, registered.as_ref()),
-            (None, None) => (proof::config(&claimed.kubeconfig).await?, None),
+            (None, None) => {
+                // A consumer bound without a registration (with `bind -o
+                // yaml`, or moved from kube-bind): its identity is no
+                // secret, so the first to register would take it.
+                if self.has_bindings(namespace).await? {
+                    self.require_administrator(
+                        binder,
+                        &replace(namespace),
+                        &proof::unregistered(consumer),
+                    )
+                    .await?;
+                }
+                (proof::config(&claimed.kubeconfig).await?, None)
+            }
             (None, Some(_)) => {
                 self.require_administrator(
                     binder,
@@ -410,6 +423,25 @@ impl BindService {
         proof::recorded_identity(&self.provider, namespace)
             .await
             .map_err(internal)
+    }
+
+    /// Whether cluster namespace `namespace` holds an export or a request
+    /// that is not being deleted: a consumer bound already. (Its last
+    /// unbind takes its registration; binding again is a new bind.)
+    async fn has_bindings(&self, namespace: &str) -> Result<bool, ApiError> {
+        let live = |meta: &kube::api::ObjectMeta| meta.deletion_timestamp.is_none();
+        let exports = Api::<APIServiceExport>::namespaced(self.provider.clone(), namespace)
+            .list(&ListParams::default())
+            .await
+            .map_err(internal)?;
+        if exports.items.iter().any(|e| live(&e.metadata)) {
+            return Ok(true);
+        }
+        let requests = Api::<APIServiceExportRequest>::namespaced(self.provider.clone(), namespace)
+            .list(&ListParams::default())
+            .await
+            .map_err(internal)?;
+        Ok(requests.items.iter().any(|r| live(&r.metadata)))
     }
 
     /// The `app-cluster` Secret of `namespace`, if any.

@@ -632,3 +632,64 @@ fn without_read_access_to_the_front_proxy_ca_only_the_registered_one_is_kept() {
         "bindery:authentication-reader",
     ]);
 }
+
+/// A consumer that exists without a registration (bound with `bind -o
+/// yaml`, or moved from kube-bind before `bind --export`) is registered only
+/// by a provider administrator: its identity is no secret, and on the old
+/// code the first binder to bring a server answering it took the consumer.
+/// bindery contacts no server for a refused binder, and what a binder's
+/// server answers is never echoed (issue 34, item 6).
+#[test]
+fn a_consumer_without_a_registration_is_registered_only_by_a_provider_administrator() {
+    install_examples();
+    let identity = unique_name("unregistered-cluster");
+    let (binder_name, binder) = binder_token(true);
+    let (code, state) = post_binding(
+        &binder,
+        &json!({"template": "postgresql", "identity": identity}),
+    );
+    assert_eq!(code, 201, "{state}");
+    let namespace = cluster_namespace("kube-bind-", &identity);
+    let consumer = namespace.strip_prefix("kube-bind-").unwrap().to_string();
+    let fake = FakeAppCluster::start(&identity);
+
+    let (code, status) = post_binding(
+        &binder,
+        &registration_at(&fake, &identity, &fake.front_proxy_ca_pem),
+    );
+    assert_eq!(code, 403, "{status}");
+    assert_eq!(
+        status["message"],
+        format!(
+            "secrets \"app-cluster\" is forbidden: consumer {consumer} is bound without a \
+             registered app cluster, and its identity proves nothing, and User \
+             \"{binder_name}\" cannot update resource \"secrets\" in API group \"\" in the \
+             namespace \"{namespace}\""
+        )
+    );
+    assert_eq!(registration(&namespace), None);
+    assert_eq!(fake.requests(), Vec::<String>::new(), "nothing was fetched");
+
+    let (_, administrator) = administrator_token();
+    let (code, state) = post_binding(
+        &administrator,
+        &registration_at(&fake, &identity, &fake.front_proxy_ca_pem),
+    );
+    assert_eq!(code, 201, "{state}");
+    assert!(registration(&namespace).is_some());
+
+    // A new identity is first come, first served, but what the named
+    // server answers is not echoed: here a kube-system UID of its choice.
+    let leaked = unique_name("answer-of-an-internal-server");
+    let elsewhere = FakeAppCluster::start(&leaked);
+    let fresh = unique_name("fresh-cluster");
+    let (code, status) = post_binding(
+        &binder,
+        &registration_at(&elsewhere, &fresh, &elsewhere.front_proxy_ca_pem),
+    );
+    assert_eq!(code, 400, "{status}");
+    assert!(
+        !status.to_string().contains(&leaked),
+        "the server's answer is echoed: {status}"
+    );
+}

@@ -63,6 +63,18 @@ node_prepare() {
   if [ -w /proc/sys/net/bridge/bridge-nf-call-iptables ]; then
     echo 1 >/proc/sys/net/bridge/bridge-nf-call-iptables
   fi
+  # containerd's CRI plugin and the kubelet each take inotify instances; on
+  # a machine running many clusters (the e2e tests) the default 128 runs out
+  # and the CRI plugin fails to load ("too many open files"), as kind's known
+  # issues describe. Raised, never lowered.
+  local limit file want
+  for limit in max_user_instances:1024 max_user_watches:524288; do
+    file=/proc/sys/fs/inotify/${limit%%:*}
+    want=${limit##*:}
+    if [ -w "$file" ] && [ "$(cat "$file")" -lt "$want" ]; then
+      echo "$want" >"$file"
+    fi
+  done
 }
 
 # What a node leaves on the machine outside its run dir: kube-proxy's and the

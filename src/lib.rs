@@ -8,6 +8,7 @@
 pub mod aggregation;
 pub mod api;
 pub mod app;
+pub mod app_binding;
 pub mod app_cluster;
 pub mod auth;
 pub mod authz;

@@ -277,7 +277,7 @@ pub fn binding(inputs: &BindingInputs) -> Vec<Value> {
         .collect();
     objects.extend(claim_access(inputs.export, inputs.claims));
     let mut metadata =
-        json!({"name": super::app_binding::binding_name(inputs.export), "labels": labels});
+        json!({"name": crate::app_binding::binding_name(inputs.export), "labels": labels});
     if !claims.is_empty() {
         metadata["annotations"] = json!({CLAIMS_ANNOTATION: serde_json::to_string(&claims)
             .expect("claims serialize")});

@@ -6,12 +6,12 @@
 //! serves them. `-o yaml` prints the app-cluster objects instead of applying
 //! them. unbind removes exactly what bind made.
 
-use super::app_binding;
 use super::app_objects::{self, BindingInputs, MANAGED_BY, Reach};
 use super::wire::{
     BindRequest, BindingState, Offers, Progress, Registration, SessionCreated, SessionState,
     UnbindRequest,
 };
+use crate::app_binding;
 use anyhow::{Context, Result, anyhow, bail};
 use base64::Engine;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};

@@ -9,7 +9,6 @@
 //! ([`cli`]), which writes the objects [`app_objects`] describes. [`wire`]
 //! holds the messages between them.
 
-pub mod app_binding;
 pub mod app_objects;
 pub mod binder;
 pub mod cli;

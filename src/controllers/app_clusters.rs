@@ -177,7 +177,7 @@ async fn watch_one(
     .map(|event| {
         event.map(|e| {
             // bindery's binding names its export in a label
-            // ([`crate::bind::app_binding`]); kube-bind's is named as it.
+            // ([`crate::app_binding`]); kube-bind's is named as it.
             touched(e, |binding| {
                 Some(
                     binding

@@ -160,7 +160,7 @@ pub async fn migrate(options: MigrateOptions) -> Result<()> {
                 .await?;
         }
     }
-    move_.revoke_kube_binds_account().await?;
+    move_.revoke_kube_binds_account(&exports).await?;
     if options.bind.is_some() {
         eprintln!("Done{how}: bindery serves {}", exports.join(", "));
         return Ok(());
@@ -249,9 +249,14 @@ impl Move {
     /// app cluster binds) and its RoleBinding are deleted, so the token
     /// kube-bind left in the app cluster (the konnector's kubeconfig
     /// Secret) no longer works. While a binding stays with kube-bind, its
-    /// konnector needs them, and they stay.
-    async fn revoke_kube_binds_account(&self) -> Result<()> {
-        let staying = kube_bind_bindings(&self.app).await?;
+    /// konnector needs them, and they stay. `moved` are the exports this
+    /// move moved (a dry run has not removed their bindings).
+    async fn revoke_kube_binds_account(&self, moved: &[String]) -> Result<()> {
+        let staying: Vec<String> = kube_bind_bindings(&self.app)
+            .await?
+            .into_iter()
+            .filter(|binding| !moved.contains(binding))
+            .collect();
         if !staying.is_empty() {
             eprintln!(
                 "6. kube-bind's account kube-binder in {} stays: {} still bound by kube-bind",

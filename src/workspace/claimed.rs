@@ -418,7 +418,7 @@ pub async fn accepted_claims(
     let Some(registration) = app.registrations.get(target.consumer.as_str()) else {
         return Ok(Vec::new());
     };
-    let binding = crate::bind::app_binding::find(&registration.app, target.export)
+    let binding = crate::app_binding::find(&registration.app, target.export)
         .await
         .map_err(unavailable)?;
     let accepted: Vec<PermissionClaim> = binding

@@ -511,11 +511,21 @@ fn a_provider_administrator_may_replace_a_registration_with_what_the_app_cluster
     );
 }
 
-#[test]
-fn a_consumer_without_a_registration_is_unbound_only_by_a_provider_administrator() {
+/// A consumer bound as `bindery bind -o yaml` leaves it: a request, no
+/// registration; and the binder who bound it.
+struct Unregistered {
+    identity: String,
+    binder_name: String,
+    binder: String,
+    namespace: String,
+    consumer: String,
+}
+
+/// Binds the template `postgresql` for a new identity named after `tag`,
+/// without a registration.
+fn bound_without_a_registration(tag: &str) -> Unregistered {
     install_examples();
-    // As `bindery bind -o yaml` leaves it: a request, no registration.
-    let identity = unique_name("printed-cluster");
+    let identity = unique_name(tag);
     let (binder_name, binder) = binder_token(true);
     let (code, state) = post_binding(
         &binder,
@@ -525,6 +535,24 @@ fn a_consumer_without_a_registration_is_unbound_only_by_a_provider_administrator
     let namespace = cluster_namespace("kube-bind-", &identity);
     let consumer = namespace.strip_prefix("kube-bind-").unwrap().to_string();
     assert_eq!(state["consumer"], consumer.as_str());
+    Unregistered {
+        identity,
+        binder_name,
+        binder,
+        namespace,
+        consumer,
+    }
+}
+
+#[test]
+fn a_consumer_without_a_registration_is_unbound_only_by_a_provider_administrator() {
+    let Unregistered {
+        identity,
+        binder_name,
+        binder,
+        namespace,
+        consumer,
+    } = bound_without_a_registration("printed-cluster");
     let fake = FakeAppCluster::start(&identity);
     let proof = json!({"identity": identity, "kubeconfig": fake.kubeconfig()});
 
@@ -641,16 +669,13 @@ fn without_read_access_to_the_front_proxy_ca_only_the_registered_one_is_kept() {
 /// server answers is never echoed (issue 34, item 6).
 #[test]
 fn a_consumer_without_a_registration_is_registered_only_by_a_provider_administrator() {
-    install_examples();
-    let identity = unique_name("unregistered-cluster");
-    let (binder_name, binder) = binder_token(true);
-    let (code, state) = post_binding(
-        &binder,
-        &json!({"template": "postgresql", "identity": identity}),
-    );
-    assert_eq!(code, 201, "{state}");
-    let namespace = cluster_namespace("kube-bind-", &identity);
-    let consumer = namespace.strip_prefix("kube-bind-").unwrap().to_string();
+    let Unregistered {
+        identity,
+        binder_name,
+        binder,
+        namespace,
+        consumer,
+    } = bound_without_a_registration("unregistered-cluster");
     let fake = FakeAppCluster::start(&identity);
 
     let (code, status) = post_binding(

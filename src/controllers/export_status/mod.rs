@@ -347,7 +347,7 @@ pub(crate) async fn binding(
         Access::Invalid(message) => return Ok((Binding::Unreachable(message), None)),
         Access::Client(app) => app,
     };
-    Ok(match crate::bind::app_binding::find(&app, export).await {
+    Ok(match crate::app_binding::find(&app, export).await {
         Ok(Some(binding)) if binding.metadata.deletion_timestamp.is_none() => {
             let schema_in_sync = binding
                 .status

@@ -702,6 +702,11 @@ fn a_consumer_without_a_registration_is_registered_only_by_a_provider_administra
     );
     assert_eq!(code, 201, "{state}");
     assert!(registration(&namespace).is_some());
+    // Unbound again: a consumer whose app cluster is gone with this test
+    // must not stay among the export's consumers the other tests see.
+    let proof = json!({"identity": identity, "kubeconfig": fake.kubeconfig()});
+    let (code, status) = delete_binding(&administrator, &consumer, "postgresql", &proof);
+    assert_eq!(code, 200, "{status}");
 
     // A new identity is first come, first served, but what the named
     // server answers is not echoed: here a kube-system UID of its choice.

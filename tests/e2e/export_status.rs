@@ -53,7 +53,10 @@ impl Export {
 
     /// Registers the (one) test app cluster as this consumer's app cluster.
     pub(crate) fn register_app_cluster(&self) {
-        install_binding_crd();
+        {
+            let _binds = crate::bind::app_cluster_binds();
+            install_binding_crd();
+        }
         let kubeconfig = clusters().app.kubeconfig.to_string_lossy().to_string();
         clusters().provider.kubectl(&[
             "-n",
@@ -69,14 +72,19 @@ impl Export {
     /// Makes the APIServiceBinding in the app cluster, with `conditions` as
     /// its status (the consumer side's report).
     pub(crate) fn bind(&self, conditions: Value) {
-        install_binding_crd();
         let binding = json!({
             "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceBinding",
             "metadata": {"name": self.name},
             "spec": {"kubeconfigSecretRef": {"namespace": "kube-bind", "name": "kubeconfig", "key": "kubeconfig"}},
         });
-        let app = &clusters().app;
-        app.kubectl_with_stdin(&["apply", "-f", "-"], Some(&binding.to_string()));
+        {
+            // Not while a bind test unbinds: the last unbind removes the
+            // CRD when no binding is left (this one keeps it once made).
+            let _binds = crate::bind::app_cluster_binds();
+            install_binding_crd();
+            let app = &clusters().app;
+            app.kubectl_with_stdin(&["apply", "-f", "-"], Some(&binding.to_string()));
+        }
         self.report(conditions);
     }
 
@@ -135,14 +143,34 @@ fn install_binding_crd() {
     let crd = repo_root().join("deploy/crds/apiservicebindings.kube-bind.io.yaml");
     let crd = crd.to_string_lossy();
     let app = &clusters().app;
-    app.kubectl(&["apply", "-f", &crd]);
-    app.kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "-f",
-        &crd,
-    ]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        // `<deletionTimestamp>|<Established>`; one being deleted is waited
+        // out, one missing is made, one just made is waited for (`kubectl
+        // wait` fails on a CRD without conditions yet).
+        let state = app.kubectl_output(
+            &[
+                "get",
+                "crd",
+                "apiservicebindings.kube-bind.io",
+                "-o",
+                "jsonpath={.metadata.deletionTimestamp}|{.status.conditions[?(@.type==\"Established\")].status}",
+            ],
+            None,
+        );
+        let text = String::from_utf8_lossy(&state.stdout).to_string();
+        if state.status.success() && text == "|True" {
+            return;
+        }
+        if !state.status.success() {
+            app.kubectl(&["apply", "-f", &crd]);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the APIServiceBinding CRD never served: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
 }
 
 pub(crate) fn in_sync() -> Value {

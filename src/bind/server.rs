@@ -380,8 +380,10 @@ impl BindService {
             (None, None) => {
                 // A consumer bound without a registration (with `bind -o
                 // yaml`, or moved from kube-bind): its identity is no
-                // secret, so the first to register would take it.
-                if self.has_bindings(namespace).await? {
+                // secret, so the first to register would take it. A bind of
+                // an export that exists was checked as its administrator's.
+                let administrator = matches!(recorded_identity, Recorded::Accepted);
+                if !administrator && self.has_bindings(namespace).await? {
                     self.require_administrator(
                         binder,
                         &replace(namespace),

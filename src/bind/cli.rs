@@ -860,19 +860,14 @@ pub async fn unbind(options: UnbindOptions) -> Result<()> {
     let app = kube::Client::try_from(config.clone())?;
     let identity = cluster_identity(&app, options.cluster_identity.as_deref()).await?;
     let bindings = dynamic(&app, &binding_resource(), None);
-    let mut found = None;
-    for name in app_binding::binding_names(&options.export) {
-        if let Some(binding) = bindings.get_opt(&name).await? {
-            found = Some(binding);
-            break;
-        }
-    }
-    let binding = found.ok_or_else(|| {
-        anyhow!(
-            "there is no APIServiceBinding of {} in this cluster",
-            options.export
-        )
-    })?;
+    let binding = app_binding::find(&app, &options.export)
+        .await?
+        .ok_or_else(|| {
+            anyhow!(
+                "there is no APIServiceBinding of {} in this cluster",
+                options.export
+            )
+        })?;
     let consumer = binding
         .metadata
         .annotations

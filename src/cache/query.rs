@@ -184,8 +184,11 @@ fn positive(version: &str) -> Option<u64> {
     (parsed > 0 && parsed.to_string() == version).then_some(parsed)
 }
 
-/// The parameters both lists and watches may have.
-const KNOWN: [&str; 6] = [
+/// The parameters both lists and watches may have. `timeout` bounds how
+/// long the request may take (kubectl's `--request-timeout`), which an
+/// answer from the cache keeps.
+const KNOWN: [&str; 7] = [
+    "timeout",
     "resourceVersion",
     "resourceVersionMatch",
     "labelSelector",
@@ -403,6 +406,18 @@ mod tests {
     /// What a list query asks of the cache: (version, limit, start).
     fn asked(pairs: &[(&str, &str)]) -> Option<(ListAt, Option<u64>, Option<String>)> {
         CacheableList::of_query(&query(pairs)).map(|list| (list.at, list.limit, list.start))
+    }
+
+    #[test]
+    fn a_request_timeout_leaves_a_read_to_the_cache() {
+        // kubectl's `--request-timeout` sends `timeout`.
+        assert_eq!(
+            asked(&[("resourceVersion", "0"), ("timeout", "5s")]),
+            Some((ListAt::NotOlderThan(0), None, None))
+        );
+        let watch = [("watch", "1"), ("resourceVersion", "0"), ("timeout", "5s")];
+        assert!(CacheableWatch::of_query(&query(&watch)).is_some());
+        assert_eq!(asked(&[("timeout", "5s"), ("timeout", "6s")]), None);
     }
 
     #[test]

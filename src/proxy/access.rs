@@ -9,6 +9,11 @@
 //! may make it (asked with SubjectAccessReviews until the request's own
 //! deadline). A refusal the provider's RBAC did not make (its admission, a
 //! quota of its own) is the provider's answer, as it came.
+//!
+//! What the shared watch cache answers without asking the provider is
+//! bounded the same way: only where the account may read, as a review the
+//! provider answered says ([`Access::may`]), kept for [`REVIEW_TTL`] as
+//! kube-apiserver's webhook authorizer keeps its answers.
 
 use crate::status::ApiError;
 use crate::translate::BoundResource;
@@ -17,13 +22,20 @@ use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use kube::api::{Api, PostParams};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// How often the provider is asked again while RBAC is on its way.
 const POLL: Duration = Duration::from_millis(200);
 /// What is kept of a request's time to answer it once the wait is over.
 const ANSWER_TIME: Duration = Duration::from_secs(1);
+/// How long an allowing review answers for the same account and attempt: a
+/// grant the provider revokes stops cache reads within this.
+pub const REVIEW_TTL: Duration = Duration::from_secs(10);
+/// The most allowing reviews kept; more, and the expired go, or else all.
+const REVIEWS_KEPT: usize = 65_536;
 
 /// What a refused request's wait for RBAC came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,7 +49,7 @@ pub enum Settled {
 }
 
 /// What a provider request asks to do, as RBAC sees it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Attempt {
     pub verb: &'static str,
     pub group: String,
@@ -51,11 +63,50 @@ pub struct Attempt {
 /// Asks the provider what a consumer's account may do.
 pub struct Access {
     client: kube::Client,
+    /// The allowing reviews, by account and export and attempt, until when
+    /// they answer.
+    allowed: Mutex<HashMap<(String, String, Attempt), Instant>>,
 }
 
 impl Access {
     pub fn new(client: kube::Client) -> Self {
-        Self { client }
+        Self {
+            client,
+            allowed: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether `bound`'s consumer's account may make `attempt` now, as the
+    /// provider answered a review of it at most [`REVIEW_TTL`] ago. A
+    /// provider that cannot answer allows nothing.
+    pub async fn may(&self, bound: &BoundResource, attempt: &Attempt) -> bool {
+        let key = (
+            bound.namespaces.cluster_namespace().to_string(),
+            bound.identity.label_value().to_string(),
+            attempt.clone(),
+        );
+        let now = Instant::now();
+        if self.kept().get(&key).is_some_and(|until| *until > now) {
+            return true;
+        }
+        if !matches!(self.allowed(bound, attempt).await, Ok(true)) {
+            return false;
+        }
+        let mut kept = self.kept();
+        if kept.len() >= REVIEWS_KEPT {
+            kept.retain(|_, until| *until > now);
+            if kept.len() >= REVIEWS_KEPT {
+                kept.clear();
+            }
+        }
+        kept.insert(key, now + REVIEW_TTL);
+        true
+    }
+
+    fn kept(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String, Attempt), Instant>> {
+        self.allowed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Whether `bound`'s consumer's account may make `attempt`, waiting

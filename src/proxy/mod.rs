@@ -97,6 +97,10 @@ struct Exchange<'a> {
 /// that is not a watch is given.
 const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// How long a refused watch waits for RBAC on its way before it is
+/// answered 403.
+const WATCH_RBAC_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// When a request with `timeout` (its parameter) started now is up.
 fn deadline_of(timeout: Option<&str>) -> tokio::time::Instant {
     let given = timeout
@@ -622,12 +626,14 @@ impl Exchange<'_> {
     }
 
     /// Whether this request is made as the consumer's own account: every
-    /// request in one of its provider namespaces, or of a named
-    /// cluster-scoped object. Lists and watches across namespaces (and
-    /// from the shared cache) are bindery's, narrowed to the consumer's
-    /// identity and checked object by object; so are requests in a
-    /// namespace the consumer has none of on the provider yet, where there
-    /// is nothing to reach.
+    /// request in one of its provider namespaces, and every request of a
+    /// cluster-scoped resource (whose grant is the account's cluster-wide,
+    /// or in its cluster namespace under `Namespaced` isolation). Lists and
+    /// watches across namespaces are bindery's: RBAC cannot grant one
+    /// consumer's objects of every namespace, so they are narrowed to the
+    /// consumer's identity and checked object by object. So are requests
+    /// in a namespace the consumer has none of on the provider yet, where
+    /// there is nothing to reach (a write makes it first).
     fn impersonated(&self) -> bool {
         if self.proxy.access.is_none() {
             return false;
@@ -635,7 +641,36 @@ impl Exchange<'_> {
         let bound = self.bound();
         match &self.resource.namespace {
             Some(namespace) => self.proxy.namespaces.exists(bound, namespace),
-            None => !bound.namespaced && self.resource.name.is_some(),
+            None => !bound.namespaced,
+        }
+    }
+
+    /// This request as RBAC sees it, for `verb`.
+    fn attempt(&self, verb: &'static str, subresource: Option<&str>) -> access::Attempt {
+        let bound = self.bound();
+        access::Attempt {
+            verb,
+            group: bound.group.clone(),
+            resource: bound.resource.clone(),
+            subresource: subresource.map(str::to_string),
+            namespace: match &self.resource.namespace {
+                Some(namespace) => Some(bound.namespaces.to_provider(namespace)),
+                None => bound
+                    .provider_namespace_of_cluster_scoped()
+                    .map(str::to_string),
+            },
+            name: self.resource.name.as_ref().map(|n| bound.provider_name(n)),
+        }
+    }
+
+    /// Whether the shared cache may answer this read (`verb`: list or
+    /// watch) without asking the provider: a request made as the consumer
+    /// only where its account may read, as the provider's review says; one
+    /// of bindery's own (across namespaces) is narrowed to the identity.
+    async fn cache_may_answer(&self, verb: &'static str) -> bool {
+        match (&self.proxy.access, self.impersonated()) {
+            (Some(access), true) => access.may(self.bound(), &self.attempt(verb, None)).await,
+            _ => true,
         }
     }
 
@@ -657,19 +692,16 @@ impl Exchange<'_> {
         };
 
         let bound = self.bound();
-        let attempt = access::Attempt {
-            verb,
-            group: bound.group.clone(),
-            resource: bound.resource.clone(),
-            subresource: subresource.map(str::to_string),
-            namespace: self
-                .resource
-                .namespace
-                .as_ref()
-                .map(|ns| bound.namespaces.to_provider(ns)),
-            name: self.resource.name.as_ref().map(|n| bound.provider_name(n)),
+        let attempt = self.attempt(verb, subresource);
+        // A watch's deadline is its whole life: RBAC on its way is waited
+        // for only a short while.
+        let deadline = match verb {
+            "watch" => self
+                .deadline
+                .min(tokio::time::Instant::now() + WATCH_RBAC_PATIENCE),
+            _ => self.deadline,
         };
-        let settled = access.settles(bound, &attempt, self.deadline).await;
+        let settled = access.settles(bound, &attempt, deadline).await;
         let response = match settled {
             // Allowed at once: unless the refusal is in RBAC's words (its
             // authorizer had not seen the grant yet), it is the provider's
@@ -763,19 +795,23 @@ impl Exchange<'_> {
     async fn exchange(&self, provider: ProviderRequest) -> Result<Response<BoxBody>, Failure> {
         let make = || self.translation();
         let response = if self.request.verb == Verb::List {
-            if let Some(table) = self.table_from_cache(&provider).await? {
+            let from_cache = self.cache_may_answer("list").await;
+            if from_cache && let Some(table) = self.table_from_cache(&provider).await? {
                 return Ok(table);
             }
             let upstream = self.build(&provider)?;
             let cached = self.cacheable();
-            if cached
+            if from_cache
+                && cached
                 && let Some(bytes) = self.proxy.upstream.list_translated(&upstream, &make).await
             {
                 return self.translated(200, &bytes, Vec::new());
             }
+            // Asked of the cache already, or not to be answered by it.
+            let asked = cached || !from_cache;
             let make = || {
                 let mut upstream = self.build(&provider)?;
-                if cached {
+                if asked {
                     upstream.extensions_mut().insert(CacheAsked);
                 }
                 Ok(upstream)
@@ -881,7 +917,6 @@ impl Exchange<'_> {
     /// A watch: the cache's shared stream when it can serve it, else the
     /// provider's, each event read, translated and encoded as negotiated.
     async fn watch(&self, provider: ProviderRequest) -> Result<Response<BoxBody>, Failure> {
-        let mut upstream = self.build(&provider)?;
         let media = self.request.output.media;
         // A metadata watch (what the app cluster's collector and quota
         // controller run) is made of the whole objects' events: the cache
@@ -890,21 +925,37 @@ impl Exchange<'_> {
         // before it is read as the provider's PartialObjectMetadata.
         let partial = match self.request.output.target {
             Target::PartialObjectMetadata(meta) | Target::PartialObjectMetadataList(meta) => {
-                upstream
-                    .headers_mut()
-                    .insert(ACCEPT, HeaderValue::from_static("application/json"));
                 Some(meta)
             }
             _ => None,
         };
-        if self.cacheable() && media == Media::Json {
-            let make = || self.translation();
-            if let Some(body) = self.proxy.upstream.watch_translated(&upstream, &make).await {
+        let from_cache = self.cache_may_answer("watch").await;
+        let cached = self.cacheable() && media == Media::Json;
+        let make = |asked: bool| {
+            let mut upstream = self.build(&provider)?;
+            if partial.is_some() {
+                upstream
+                    .headers_mut()
+                    .insert(ACCEPT, HeaderValue::from_static("application/json"));
+            }
+            if asked {
+                upstream.extensions_mut().insert(CacheAsked);
+            }
+            Ok(upstream)
+        };
+        if from_cache && cached {
+            let translation = || self.translation();
+            if let Some(body) = self
+                .proxy
+                .upstream
+                .watch_translated(&make(false)?, &translation)
+                .await
+            {
                 return Ok(encode::watch_response(StatusCode::OK, body, media));
             }
-            upstream.extensions_mut().insert(CacheAsked);
         }
-        let response = self.send(upstream).await?;
+        let asked = cached || !from_cache;
+        let response = self.send_as_consumer(|| make(asked), "watch", None).await?;
         let status = response.status();
         if !status.is_success() {
             let warnings = self.warnings(response.headers());

@@ -21,6 +21,9 @@ use std::time::Duration;
 
 const GROUP: &str = "guard.bindery.dev";
 const CRD: &str = "guards.guard.bindery.dev";
+/// A cluster-scoped resource of the same group, which no consumer here is
+/// granted.
+const CLUSTER_CRD: &str = "clusterguards.guard.bindery.dev";
 
 fn install_crd() {
     static DONE: OnceLock<()> = OnceLock::new();
@@ -35,6 +38,17 @@ fn install_crd() {
                         "x-kubernetes-preserve-unknown-fields": true}}}]}
         });
         clusters().provider.install_crd(&crd);
+        let cluster_scoped = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": CLUSTER_CRD},
+            "spec": {"group": GROUP, "scope": "Cluster",
+                "names": {"plural": "clusterguards", "singular": "clusterguard",
+                    "kind": "ClusterGuard"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object",
+                        "x-kubernetes-preserve-unknown-fields": true}}}]}
+        });
+        clusters().provider.install_crd(&cluster_scoped);
     });
 }
 
@@ -60,17 +74,35 @@ fn identity(consumer: &Consumer) -> IdentityHash {
 /// A proxy of this test's own, reaching the provider as bindery does, with
 /// impersonation on.
 async fn proxy() -> Proxy {
+    proxy_with(false).await
+}
+
+/// [`proxy`], with bindery's shared watch cache in front of the provider
+/// when `cached`.
+async fn proxy_with(cached: bool) -> Proxy {
     let provider = &clusters().provider;
     let kubeconfig = kube::config::Kubeconfig::read_from(&provider.kubeconfig).unwrap();
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
         .unwrap();
     let client = kube::Client::try_from(config.clone()).unwrap();
+    let direct: Arc<dyn bindery::upstream::Upstream> =
+        Arc::new(bindery::upstream::ProviderUpstream::new(&config).unwrap());
+    let shutdown = tokio::sync::watch::channel(false).1;
+    let upstream = if cached {
+        Arc::new(bindery::cache::CachedUpstream::new(
+            direct,
+            client.clone(),
+            shutdown.clone(),
+        ))
+    } else {
+        direct
+    };
     Proxy {
-        upstream: Arc::new(bindery::upstream::ProviderUpstream::new(&config).unwrap()),
+        upstream,
         tokens: Arc::new(ContinueTokens::random()),
         namespaces: NamespaceProvisioner::new(client.clone()),
-        shutdown: tokio::sync::watch::channel(false).1,
+        shutdown,
         access: Some(Access::new(client)),
         quota: bindery::quota::QuotaAdmission::new(Default::default()),
         fairness: bindery::fairness::Fairness::new(Default::default()),
@@ -79,10 +111,15 @@ async fn proxy() -> Proxy {
 
 /// A consumer view of one binding.
 fn view(bound: BoundResource) -> ConsumerView {
+    let (scope, kind) = match bound.namespaced {
+        true => ("Namespaced", "Guard"),
+        false => ("Cluster", "ClusterGuard"),
+    };
     let spec = serde_json::from_value(json!({"group": GROUP,
-        "names": {"plural": "guards", "kind": "Guard"}, "scope": "Namespaced",
+        "names": {"plural": bound.resource, "kind": kind}, "scope": scope,
         "versions": [{"name": "v1", "served": true, "storage": true}]}))
     .unwrap();
+    let export_resources = vec![(GROUP.to_string(), bound.resource.clone())].into();
     ConsumerView {
         consumer: bound.consumer.clone(),
         cluster_namespace: bound.namespaces.cluster_namespace().to_string(),
@@ -90,7 +127,7 @@ fn view(bound: BoundResource) -> ConsumerView {
             bound,
             spec: Arc::new(spec),
             caps: bindery::quota::caps::Caps::DEFAULT,
-            export_resources: vec![(GROUP.to_string(), "guards".to_string())].into(),
+            export_resources,
         }],
     }
 }
@@ -122,7 +159,8 @@ fn binding(
     }
 }
 
-/// One request through `proxy` for `view`: its status and body.
+/// One request through `proxy` for `view`, in namespace `shared`: its
+/// status and body.
 async fn call(
     proxy: &Proxy,
     view: &ConsumerView,
@@ -130,13 +168,46 @@ async fn call(
     name: Option<&str>,
     body: Option<Value>,
 ) -> (u16, String) {
-    let mut path = format!("/apis/{GROUP}/v1/namespaces/shared/guards");
-    if let Some(name) = name {
+    let asked = Asked {
+        method,
+        namespace: Some("shared"),
+        name,
+        query: "",
+        accept: "application/json",
+    };
+    send(proxy, view, &asked, body).await
+}
+
+/// A request a consumer makes, as bindery's router hands it to the proxy.
+struct Asked<'a> {
+    method: &'a str,
+    namespace: Option<&'a str>,
+    name: Option<&'a str>,
+    /// More of the query than the short `timeout`, each part `&`-led.
+    query: &'a str,
+    accept: &'a str,
+}
+
+/// `asked` through `proxy` for `view`: its status and body (a watch's
+/// first events, or none within seconds).
+async fn send(
+    proxy: &Proxy,
+    view: &ConsumerView,
+    asked: &Asked<'_>,
+    body: Option<Value>,
+) -> (u16, String) {
+    let resource = view.resources[0].bound.resource.clone();
+    let mut path = match asked.namespace {
+        Some(namespace) => format!("/apis/{GROUP}/v1/namespaces/{namespace}/{resource}"),
+        None => format!("/apis/{GROUP}/v1/{resource}"),
+    };
+    if let Some(name) = asked.name {
         path = format!("{path}/{name}");
     }
     // A refusal waits for RBAC until the request's deadline: a short one.
     path.push_str("?timeout=3s");
-    let content_type = if method == "PATCH" {
+    path.push_str(asked.query);
+    let content_type = if asked.method == "PATCH" {
         "application/merge-patch+json"
     } else {
         "application/json"
@@ -145,25 +216,34 @@ async fn call(
         .map(|b| serde_json::to_vec(&b).unwrap())
         .unwrap_or_default();
     let request = http::Request::builder()
-        .method(method)
+        .method(asked.method)
         .uri(&path)
         .header("content-type", content_type)
+        .header("accept", asked.accept)
         .body(Bytes::from(bytes))
         .unwrap();
     let resource = ResourceRequest {
         group: GROUP.into(),
         version: "v1".into(),
-        namespace: Some("shared".into()),
-        resource: "guards".into(),
-        name: name.map(str::to_string),
+        namespace: asked.namespace.map(str::to_string),
+        resource,
+        name: asked.name.map(str::to_string),
         subresource: None,
         watch_prefix: false,
     };
     let (parts, body) = request.into_parts();
     let response = proxy.serve(view, resource, parts, body).await;
     let status = response.status().as_u16();
-    let body = response.into_body().collect().await.unwrap().to_bytes();
-    (status, String::from_utf8_lossy(&body).into_owned())
+    let mut body = response.into_body();
+    // A watch never ends by itself: what came in its first seconds.
+    let mut read = Vec::new();
+    let until = tokio::time::Instant::now() + Duration::from_secs(3);
+    while let Ok(Some(Ok(frame))) = tokio::time::timeout_at(until, body.frame()).await {
+        if let Ok(data) = frame.into_data() {
+            read.extend_from_slice(&data);
+        }
+    }
+    (status, String::from_utf8_lossy(&read).into_owned())
 }
 
 fn guard(name: &str, value: &str) -> Value {
@@ -370,4 +450,176 @@ async fn the_admission_policy_holds_writes_made_as_a_consumer() {
         assert_eq!(code, 403, "{name}: {body}");
         assert!(body.contains("bindery.dev-identity"), "{name}: {body}");
     }
+}
+
+const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
+const METADATA: &str = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io";
+/// A metadata watch's, as client-go's metadata informer asks.
+const METADATA_EVENTS: &str = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io";
+
+/// The injected bug: a binding of the victim's (its identity, its
+/// namespace) made as the attacker's account. What the shared watch cache
+/// answers without asking the provider (a list at a version, a watch, in
+/// every form) is the provider's RBAC's to allow too: the attacker's
+/// account may read nothing there, so the cache does not answer, and the
+/// provider refuses. The same requests as the victim's own account are
+/// answered from the same cache, with the victim's object.
+#[tokio::test]
+async fn reads_the_shared_cache_answers_are_bounded_by_the_consumers_provider_rbac() {
+    let victim = consumer("imp-victim3");
+    let attacker = consumer("imp-attacker3");
+    victim
+        .client()
+        .await
+        .request::<Value>(
+            http::Request::post(format!("/apis/{GROUP}/v1/namespaces/shared/guards"))
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(&guard("victims-object", "secret")).unwrap())
+                .unwrap(),
+        )
+        .await
+        .expect("the victim creates its object");
+    let victim_provider_ns = format!("{}-shared", victim.cluster_namespace);
+    let map = [("shared", victim_provider_ns.as_str())];
+    let own = view(binding(
+        "imp-victim3",
+        &victim.cluster_namespace,
+        identity(&victim),
+        &map,
+    ));
+    let tampered = view(binding(
+        "imp-victim3",
+        &attacker.cluster_namespace,
+        identity(&victim),
+        &map,
+    ));
+    let proxy = proxy_with(true).await;
+    let reads = [
+        (
+            "list at a version",
+            "&resourceVersion=0",
+            "application/json",
+        ),
+        ("table", "&resourceVersion=0", TABLE),
+        ("metadata list", "&resourceVersion=0", METADATA),
+        ("watch", "&watch=1&resourceVersion=0", "application/json"),
+        (
+            "metadata watch",
+            "&watch=1&resourceVersion=0",
+            METADATA_EVENTS,
+        ),
+        ("consistent list", "", "application/json"),
+    ];
+    let asked = |query, accept| Asked {
+        method: "GET",
+        namespace: Some("shared"),
+        name: None,
+        query,
+        accept,
+    };
+    // The victim's own account: answered, with its object.
+    for (form, query, accept) in reads {
+        // The cache may list before the victim's object reaches it.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let (status, body) = send(&proxy, &own, &asked(query, accept), None).await;
+            assert_eq!(status, 200, "{form} as the victim: {body}");
+            if body.contains("victims-object") {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{form} as the victim has its object: {body}"
+            );
+        }
+    }
+    // The attacker's account: refused, nothing of the victim's.
+    for (form, query, accept) in reads {
+        let (status, body) = send(&proxy, &tampered, &asked(query, accept), None).await;
+        assert_eq!(status, 403, "{form} as the attacker: {body}");
+        assert!(!body.contains("victims-object"), "{form}: {body}");
+        assert!(
+            !body.contains("kube-bind"),
+            "{form} names the provider: {body}"
+        );
+        assert!(!body.contains("bindery-consumer"), "{form}: {body}");
+    }
+}
+
+/// The injected bug: a cluster-scoped binding made as an account the
+/// provider granted nothing of the resource. Every collection request
+/// (list, watch, create, deletecollection) is made as that account, as a
+/// named one is, so the provider refuses each.
+#[tokio::test]
+async fn cluster_scoped_collection_requests_are_made_as_the_consumer() {
+    let attacker = consumer("imp-attacker4");
+    let mut tampered = binding(
+        "imp-attacker4",
+        &attacker.cluster_namespace,
+        identity(&attacker),
+        &[],
+    );
+    tampered.resource = "clusterguards".into();
+    tampered.kind = "ClusterGuard".into();
+    tampered.namespaced = false;
+    let view = view(tampered);
+    let planted = json!({"apiVersion": format!("{GROUP}/v1"), "kind": "ClusterGuard",
+        "metadata": {"name": "planted"}});
+    // The provider serves the resource once its storage is ready.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !clusters()
+        .provider
+        .kubectl_output(&["get", CLUSTER_CRD], None)
+        .status
+        .success()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the provider serves {CLUSTER_CRD}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for cached in [false, true] {
+        let proxy = proxy_with(cached).await;
+        for (form, method, query, accept, body) in [
+            ("list", "GET", "", "application/json", None),
+            (
+                "list at a version",
+                "GET",
+                "&resourceVersion=0",
+                "application/json",
+                None,
+            ),
+            ("table", "GET", "", TABLE, None),
+            ("metadata list", "GET", "", METADATA, None),
+            ("watch", "GET", "&watch=1", "application/json", None),
+            (
+                "create",
+                "POST",
+                "",
+                "application/json",
+                Some(planted.clone()),
+            ),
+            ("deletecollection", "DELETE", "", "application/json", None),
+        ] {
+            let asked = Asked {
+                method,
+                namespace: None,
+                name: None,
+                query,
+                accept,
+            };
+            let (status, body) = send(&proxy, &view, &asked, body).await;
+            assert_eq!(status, 403, "{form} (cached: {cached}): {body}");
+            assert!(
+                !body.contains("kube-bind"),
+                "{form} names the provider: {body}"
+            );
+            assert!(!body.contains("bindery-consumer"), "{form}: {body}");
+        }
+    }
+    let stored = clusters()
+        .provider
+        .kubectl(&["get", CLUSTER_CRD, "-o", "name"]);
+    assert!(!stored.contains("planted"), "nothing created: {stored}");
 }

@@ -279,3 +279,37 @@ fn the_generated_pki_is_one_bindery_keeps() {
         );
     }
 }
+
+/// The provider role holds no right to grant more than bindery holds
+/// (`escalate`, `bind`), and impersonates only bindery's consumer accounts
+/// and its export extra.
+#[test]
+fn the_provider_role_cannot_grant_beyond_itself() {
+    let rendered = objects(&template("bindery-system", &["rbac.providerOnly=true"]));
+    let role = rendered
+        .iter()
+        .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "bindery:provider")
+        .unwrap_or_else(|| panic!("the provider ClusterRole: {:?}", kinds(&rendered)));
+    let rules = role["rules"].as_array().expect("rules");
+    for rule in rules {
+        let verbs: Vec<&str> = rule["verbs"]
+            .as_array()
+            .expect("verbs")
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect();
+        for wide in ["escalate", "bind", "*"] {
+            assert!(!verbs.contains(&wide), "{wide} in {rule}");
+        }
+        if verbs.contains(&"impersonate") {
+            let resources = rule["resources"].to_string();
+            let named = rule["resourceNames"]
+                .as_array()
+                .is_some_and(|n| !n.is_empty());
+            assert!(
+                named || resources.contains("userextras/bindery.dev/export"),
+                "impersonation of anything: {rule}"
+            );
+        }
+    }
+}

@@ -6,10 +6,43 @@
 //! binding and the BoundSchema). bindery's consumer of an app cluster has
 //! the same cluster namespace as kube-bind's binding of that app cluster, so
 //! a konnector kept for another binding, beside bindery or after `bindery
-//! migrate`, would take bindery's exports for its own.
+//! migrate`, would take bindery's exports for its own. Also the labels of
+//! what `bind` makes in an app cluster, and the availability of the
+//! APIService a binding registers, which the controllers read back.
 
 use crate::api::APIServiceBinding;
 use kube::api::Api;
+use serde_json::Value;
+
+/// Label on everything bind makes.
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "bindery");
+/// Label naming the binding an object belongs to.
+pub const BINDING_LABEL: &str = "bindery.dev/binding";
+
+/// The API resource of APIServices.
+pub fn api_service_resource() -> kube::api::ApiResource {
+    kube::api::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"),
+        "apiservices",
+    )
+}
+
+/// An APIService's Available condition, from the object's `data` (its
+/// status): whether it is True, and its message.
+pub fn availability(data: &Value) -> (bool, String) {
+    let available = data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Available");
+    (
+        available.is_some_and(|c| c["status"] == "True"),
+        available
+            .and_then(|c| c["message"].as_str())
+            .unwrap_or("no Available condition yet")
+            .to_string(),
+    )
+}
 
 /// What bindery's binding names start with.
 pub const BINDING_NAME_PREFIX: &str = "bindery.";

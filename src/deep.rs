@@ -26,7 +26,7 @@
 use std::ops::ControlFlow;
 
 /// The deepest object kube-apiserver decodes (Go's `maxNestingDepth`).
-pub const OBJECT_DEPTH: usize = crate::wire::json::MAX_DEPTH;
+pub const OBJECT_DEPTH: usize = 10_000;
 
 /// The deepest JSON bindery reads. An object Go read at [`OBJECT_DEPTH`]
 /// comes back deeper: its `managedFields` mirror its fields five levels

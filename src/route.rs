@@ -114,33 +114,10 @@ pub struct ResourceRequest {
     pub watch_prefix: bool,
 }
 
-/// The verb kube-apiserver derives from the method, the path and `?watch`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verb {
-    Get,
-    List,
-    Watch,
-    Create,
-    Update,
-    Patch,
-    Delete,
-    DeleteCollection,
-}
+pub use crate::wire::verb::Verb;
 
+/// How a request's verb is worked out from its method, path and query.
 impl Verb {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verb::Get => "get",
-            Verb::List => "list",
-            Verb::Watch => "watch",
-            Verb::Create => "create",
-            Verb::Update => "update",
-            Verb::Patch => "patch",
-            Verb::Delete => "delete",
-            Verb::DeleteCollection => "deletecollection",
-        }
-    }
-
     /// The verb for `method` on `request` with the raw query string `query`,
     /// whose `watch` counts as kube-apiserver counts it (every value but
     /// `0` and `false` is a watch).

@@ -38,10 +38,7 @@ pub const AUTHENTICATION_READER_BINDING: &str = "bindery:authentication-reader";
 /// The Role kube-apiserver makes for reading
 /// `kube-system/extension-apiserver-authentication`.
 const AUTHENTICATION_READER_ROLE: &str = "extension-apiserver-authentication-reader";
-/// Label on everything bind makes.
-pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "bindery");
-/// Label naming the binding an object belongs to.
-pub const BINDING_LABEL: &str = "bindery.dev/binding";
+pub use crate::app_binding::{BINDING_LABEL, MANAGED_BY, api_service_resource, availability};
 
 /// Labels of a shared object.
 fn shared_labels() -> Value {
@@ -197,31 +194,6 @@ pub fn api_service_name(gv: &GroupVersion) -> String {
 /// The Secret (per binding) saying where the provider is.
 pub fn provider_secret_name(export: &str) -> String {
     format!("bindery-provider-{export}")
-}
-
-/// The API resource of APIServices.
-pub fn api_service_resource() -> kube::api::ApiResource {
-    kube::api::ApiResource::from_gvk_with_plural(
-        &kube::core::GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"),
-        "apiservices",
-    )
-}
-
-/// An APIService's Available condition, from the object's `data` (its
-/// status): whether it is True, and its message.
-pub fn availability(data: &Value) -> (bool, String) {
-    let available = data["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["type"] == "Available");
-    (
-        available.is_some_and(|c| c["status"] == "True"),
-        available
-            .and_then(|c| c["message"].as_str())
-            .unwrap_or("no Available condition yet")
-            .to_string(),
-    )
 }
 
 /// The binding's objects, in the order to apply them.

@@ -6,28 +6,10 @@
 
 use super::query::Selection;
 use super::store::Stored;
+pub use super::store::{Change, ChangeKind};
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
-
-/// What happened to an object.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ChangeKind {
-    Added,
-    Modified,
-    Deleted,
-}
-
-/// One change of one object, at one resourceVersion.
-#[derive(Debug)]
-pub struct Change {
-    pub version: u64,
-    pub kind: ChangeKind,
-    /// The object after the change (for a deletion: as it was deleted).
-    pub object: Arc<Stored>,
-    /// The object before the change, when the store had it.
-    pub previous: Option<Arc<Stored>>,
-}
 
 /// The most recent changes, oldest first: every change newer than `oldest`
 /// is here, so a watch from any version not older than `oldest` misses

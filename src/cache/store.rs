@@ -7,7 +7,6 @@
 //! encoding per request; every change the store goes through is handed back
 //! as a [`Change`] for the watchers. Pure.
 
-use super::changes::{Change, ChangeKind};
 use super::query::{CacheableList, ContinueToken, Labels, Selection};
 use crate::table::RowParts;
 use crate::table::jsonpath::Unsupported;
@@ -19,6 +18,25 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::{Arc, Mutex};
+
+/// What happened to an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeKind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// One change of one object, at one resourceVersion.
+#[derive(Debug)]
+pub struct Change {
+    pub version: u64,
+    pub kind: ChangeKind,
+    /// The object after the change (for a deletion: as it was deleted).
+    pub object: Arc<Stored>,
+    /// The object before the change, when the store had it.
+    pub previous: Option<Arc<Stored>>,
+}
 
 /// One stored object: its provider form, and the consumer form last made
 /// from it (with the translation's key; `None` inside: not the consumer's).

@@ -166,7 +166,7 @@ async fn watch_one(
     cluster_namespace: String,
     changes: mpsc::UnboundedSender<BindingChanged>,
 ) {
-    use crate::bind::app_objects::{BINDING_LABEL, api_service_resource};
+    use crate::app_binding::{BINDING_LABEL, api_service_resource};
     use kube::api::DynamicObject;
     // Deletions count too: a binding that is gone disconnects its export.
     let bindings = watcher(

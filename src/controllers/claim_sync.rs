@@ -17,7 +17,7 @@
 use super::{Context, claim_copies, runner};
 use crate::api::keys::OWNER_LABEL;
 use crate::api::{APIServiceExport, ClaimOwner, PermissionClaim};
-use crate::bind::app_objects::{BINDING_LABEL, MANAGED_BY};
+use crate::app_binding::{BINDING_LABEL, MANAGED_BY};
 use crate::translate::claim_filter::{ClaimedObject, covers};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;

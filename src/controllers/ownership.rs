@@ -20,10 +20,14 @@
 //! alone: no status, no finalizer, no identity, no RBAC.
 
 use super::deletion::FINALIZER;
-use super::schema::POLICY_ANNOTATION;
 use crate::api::keys::IDENTITY_ANNOTATION;
 use crate::api::{APIServiceExport, APIServiceExportRequest, BoundSchema};
 use kube::ResourceExt;
+
+/// Annotation on a BoundSchema bindery made: its schema update policy, from
+/// the request. A BoundSchema without it (kube-bind's backend made it) has
+/// its request's policy.
+pub const POLICY_ANNOTATION: &str = "bindery.dev/schema-update-policy";
 
 /// The label that makes an object bindery's.
 pub const MANAGED_LABEL: &str = "bindery.dev/managed";

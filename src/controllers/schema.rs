@@ -20,10 +20,7 @@ use kube::runtime::controller::Action;
 use serde_json::json;
 use std::sync::Arc;
 
-/// Annotation on a BoundSchema bindery made: its schema update policy, from
-/// the request. A BoundSchema without it (kube-bind's backend made it) has
-/// its request's policy.
-pub const POLICY_ANNOTATION: &str = "bindery.dev/schema-update-policy";
+pub use super::ownership::POLICY_ANNOTATION;
 /// The condition on BoundSchemas and exports that reports schema following.
 pub const SCHEMA_IN_SYNC: &str = "SchemaInSync";
 

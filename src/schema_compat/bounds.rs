@@ -4,8 +4,7 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
 
-use super::Rule;
-use super::walk::Finding;
+use super::{Finding, Rule};
 
 /// Pushes one finding for each bound of `new` that rejects values `old` took.
 pub(super) fn narrowed(

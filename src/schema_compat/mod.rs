@@ -38,6 +38,24 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinitionSpec, CustomResourceDefinitionVersion, JSONSchemaProps,
 };
 
+/// One breaking difference inside a schema, not yet tied to a version.
+#[derive(Debug)]
+struct Finding {
+    field: String,
+    rule: Rule,
+    detail: String,
+}
+
+impl Finding {
+    fn new(field: &str, rule: Rule, detail: String) -> Self {
+        Finding {
+            field: field.to_owned(),
+            rule,
+            detail,
+        }
+    }
+}
+
 /// One change that can break a consumer of the old spec.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Breaking {

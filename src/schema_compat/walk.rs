@@ -8,25 +8,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     JSON, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
 };
 
-use super::{Rule, bounds};
-
-/// One breaking difference inside a schema, not yet tied to a version.
-#[derive(Debug)]
-pub(super) struct Finding {
-    pub field: String,
-    pub rule: Rule,
-    pub detail: String,
-}
-
-impl Finding {
-    pub(super) fn new(field: &str, rule: Rule, detail: String) -> Self {
-        Finding {
-            field: field.to_owned(),
-            rule,
-            detail,
-        }
-    }
-}
+use super::{Finding, Rule, bounds};
 
 /// Everything `new` breaks for data valid under `old`, in no particular order.
 pub(super) fn compare(old: &JSONSchemaProps, new: &JSONSchemaProps) -> Vec<Finding> {

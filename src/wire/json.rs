@@ -19,8 +19,8 @@
 
 use serde_json::{Map, Number, Value};
 
-/// Go's `maxNestingDepth`.
-pub const MAX_DEPTH: usize = 10_000;
+/// Go's `maxNestingDepth`, the depth [`crate::deep`] bounds objects by.
+pub const MAX_DEPTH: usize = crate::deep::OBJECT_DEPTH;
 
 /// A body Go's `encoding/json` would not read, with its message.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

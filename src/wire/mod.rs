@@ -16,4 +16,5 @@ pub mod query;
 pub mod restful;
 pub mod selector;
 pub mod validate;
+pub mod verb;
 pub mod yaml;

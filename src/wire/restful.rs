@@ -8,7 +8,7 @@
 //! go-restful's, not the handler's. Pure.
 
 use super::body::Rules;
-use crate::route::Verb;
+use super::verb::Verb;
 use crate::status::ApiError;
 
 /// The groups kube-apiserver v1.34 serves itself (the core group is

@@ -312,7 +312,7 @@ async fn bound_api_services(
     app: &kube::Client,
     name: &str,
 ) -> kube::Result<Vec<binding_report::ApiServiceSeen>> {
-    use crate::bind::app_objects::{BINDING_LABEL, api_service_resource, availability};
+    use crate::app_binding::{BINDING_LABEL, api_service_resource, availability};
     use kube::api::{DynamicObject, ListParams};
     let listed = Api::<DynamicObject>::all_with(app.clone(), &api_service_resource())
         .list(&ListParams::default().labels(&format!("{BINDING_LABEL}={name}")))

@@ -23,6 +23,7 @@ use k8s_openapi::api::authorization::v1::{
 };
 use kube::api::{Api, PostParams};
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasher, RandomState};
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -63,9 +64,12 @@ pub struct Attempt {
 /// Asks the provider what a consumer's account may do.
 pub struct Access {
     client: kube::Client,
-    /// The allowing reviews, by account and export and attempt, until when
-    /// they answer.
-    allowed: Mutex<HashMap<(String, String, Attempt), Instant>>,
+    /// The allowing reviews, until when they answer, by a 128-bit keyed
+    /// hash of account, export and attempt ([`Access::key`]): 32 bytes an
+    /// entry, whatever the names.
+    allowed: Mutex<HashMap<u128, Instant>>,
+    /// The two hash keys, random per process.
+    hashers: (RandomState, RandomState),
 }
 
 impl Access {
@@ -73,18 +77,27 @@ impl Access {
         Self {
             client,
             allowed: Mutex::new(HashMap::new()),
+            hashers: (RandomState::new(), RandomState::new()),
         }
+    }
+
+    /// The key of `attempt` by `bound`'s account for its export.
+    fn key(&self, bound: &BoundResource, attempt: &Attempt) -> u128 {
+        let of = |state: &RandomState| {
+            state.hash_one((
+                bound.namespaces.cluster_namespace(),
+                bound.identity.label_value(),
+                attempt,
+            ))
+        };
+        (u128::from(of(&self.hashers.0)) << 64) | u128::from(of(&self.hashers.1))
     }
 
     /// Whether `bound`'s consumer's account may make `attempt` now, as the
     /// provider answered a review of it at most [`REVIEW_TTL`] ago. A
     /// provider that cannot answer allows nothing.
     pub async fn may(&self, bound: &BoundResource, attempt: &Attempt) -> bool {
-        let key = (
-            bound.namespaces.cluster_namespace().to_string(),
-            bound.identity.label_value().to_string(),
-            attempt.clone(),
-        );
+        let key = self.key(bound, attempt);
         let now = Instant::now();
         if self.kept().get(&key).is_some_and(|until| *until > now) {
             return true;
@@ -103,7 +116,7 @@ impl Access {
         true
     }
 
-    fn kept(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String, Attempt), Instant>> {
+    fn kept(&self) -> std::sync::MutexGuard<'_, HashMap<u128, Instant>> {
         self.allowed
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

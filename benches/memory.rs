@@ -65,6 +65,10 @@ impl Measured {
             .process_group(0)
             .args(&command[1..])
             .args(["serve", "--controllers=false", "--listen", "127.0.0.1:0"])
+            // Each consumer's connection is made before the traffic starts and
+            // waits for it: at thousands of consumers, longer than the 90 s a
+            // connection may stay idle (an aggregator's is never idle that long).
+            .args(["--idle-connection-timeout", "3600"])
             .arg("--provider-kubeconfig")
             .arg(&clusters().provider.kubeconfig)
             .arg("--pki")

@@ -133,7 +133,7 @@ struct ProviderArgs {
 }
 
 impl ProviderArgs {
-    async fn provider(&self) -> anyhow::Result<bindery::bind::cli::Provider> {
+    async fn provider(&self) -> anyhow::Result<bindery::bind::connect::Provider> {
         use kube::config::AuthInfo;
         let credentials = if let Some(token) = &self.token {
             AuthInfo {
@@ -162,7 +162,7 @@ impl ProviderArgs {
                  --client-certificate with --client-key, or --provider-kubeconfig"
             )
         };
-        Ok(bindery::bind::cli::Provider {
+        Ok(bindery::bind::connect::Provider {
             url: self.url.clone(),
             certificate_authority: self.certificate_authority.clone(),
             credentials,
@@ -441,13 +441,13 @@ fn bind(args: BindArgs) -> anyhow::Result<()> {
 fn unbind(args: UnbindArgs) -> anyhow::Result<()> {
     let runtime = bindery::deep::runtime().context("starting the async runtime")?;
     runtime.block_on(async {
-        let options = bindery::bind::cli::UnbindOptions {
+        let options = bindery::bind::unbind::UnbindOptions {
             provider: args.provider.provider().await?,
             app_kubeconfig: args.provider.kubeconfig.clone(),
             export: args.export,
             cluster_identity: args.cluster_identity,
         };
-        bindery::bind::cli::unbind(options).await
+        bindery::bind::unbind::unbind(options).await
     })
 }
 
@@ -457,7 +457,7 @@ fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
         let bind = match &args.bindery {
             None => None,
             Some(url) => Some(bindery::migrate::BindAfter {
-                provider: bindery::bind::cli::Provider {
+                provider: bindery::bind::connect::Provider {
                     url: url.clone(),
                     certificate_authority: args.certificate_authority.clone(),
                     credentials: user_of_kubeconfig(&args.provider_kubeconfig).await?,

@@ -9,9 +9,13 @@
 //! ([`cli`]), which writes the objects [`app_objects`] describes. [`wire`]
 //! holds the messages between them.
 
+pub mod aggregator_wait;
+pub mod app_account;
 pub mod app_objects;
+pub mod app_writes;
 pub mod binder;
 pub mod cli;
+pub mod connect;
 pub mod konnector;
 pub mod kubeconfig_check;
 pub mod offers;
@@ -21,4 +25,5 @@ pub mod published;
 pub mod routes;
 pub mod server;
 pub mod sessions;
+pub mod unbind;
 pub mod wire;

@@ -36,7 +36,7 @@ pub mod konnectors;
 pub mod plan;
 
 use crate::api::{APIServiceExport, BoundSchema};
-use crate::bind::cli::{app_config, identity};
+use crate::bind::connect::{app_config, identity};
 use crate::controllers::claim_push::{self, CLAIMED_OBJECTS_ANNOTATION};
 use crate::controllers::ownership::MANAGED_LABEL;
 use crate::moved_owners::{self, references::Renamed};
@@ -85,7 +85,7 @@ pub struct MigrateOptions {
 /// bindery's URL, serving CA and the binder's credentials, and how the app
 /// cluster's aggregator reaches bindery.
 pub struct BindAfter {
-    pub provider: crate::bind::cli::Provider,
+    pub provider: crate::bind::connect::Provider,
     pub service_host: Option<String>,
     pub in_cluster: bool,
 }

@@ -261,6 +261,11 @@ struct ServeArgs {
     /// as kube-apiserver does after 90.
     #[arg(long, default_value_t = bindery::server::idle::KUBE_APISERVER_IDLE_TIMEOUT.as_secs())]
     idle_connection_timeout: u64,
+    /// Over HTTP/2, each request's chance (0 to 0.02) to end its connection gracefully with a
+    /// GOAWAY, so that clients reconnect to any replica behind the Service, as kube-apiserver's
+    /// `--goaway-chance` does (`BINDERY_GOAWAY_CHANCE`; 0, off, by default).
+    #[arg(long, env = "BINDERY_GOAWAY_CHANCE", default_value = "0", value_parser = bindery::server::goaway::GoawayChance::parse)]
+    goaway_chance: bindery::server::goaway::GoawayChance,
     /// Make each consumer's gets and writes as its own provider-side ServiceAccount
     /// (`bindery-consumer` in its cluster namespace), so that the provider's RBAC and admission
     /// hold what it can do (`BINDERY_IMPERSONATE`). Needs `impersonate` on those
@@ -495,6 +500,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         watch_cache: args.watch_cache,
         token_key: args.continue_token_secret,
         idle_connection_timeout: std::time::Duration::from_secs(args.idle_connection_timeout),
+        goaway_chance: args.goaway_chance,
         impersonate: args.impersonate,
         request_body_timeout: std::time::Duration::from_secs(args.request_body_timeout),
         shutdown_delay: std::time::Duration::from_secs(args.shutdown_delay_duration),

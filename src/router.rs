@@ -58,62 +58,97 @@ where
         .extensions
         .remove::<Endpoint>()
         .unwrap_or_else(|| parse(parts.uri.path()));
-    let read = async |body: B, limit: usize| {
-        crate::request_body::read(body, limit, app.body_timeout).await
-    };
-    let path = match endpoint {
-        Endpoint::Health => return health(&app, parts.uri.path(), parts.uri.query()).await,
-        Endpoint::Metrics => return metrics(&parts.headers),
-        Endpoint::Unknown => return error(&ApiError::page_not_found()),
-        Endpoint::Bind(segments) => {
-            let route = parts
-                .extensions
-                .remove::<BindRoute>()
-                .unwrap_or_else(|| BindRoute::of(&parts.method, &segments));
-            let binder = parts.extensions.get::<ProviderUser>().map(|u| &u.0);
-            return match read(body, route.body_limit()).await {
-                Ok(body) => app.bind.serve(&route, binder, body).await,
-                Err(refused) => error(&refused),
-            };
-        }
+    match endpoint {
+        Endpoint::Health => health(&app, parts.uri.path(), parts.uri.query()).await,
+        Endpoint::Metrics => metrics(&parts.headers),
+        Endpoint::Unknown => error(&ApiError::page_not_found()),
+        Endpoint::Bind(segments) => serve_bind(&app, parts, &segments, body).await,
         Endpoint::Workspace {
             consumer,
             path,
             root,
             ..
         } => {
-            // Resolved and authorized by the authorization layer.
-            let Some(target) = parts.extensions.remove::<Target>() else {
-                return error(&ApiError::unauthorized());
-            };
-            let serves = match &path {
-                ApiPath::Resource(request) => workspace_serves(&app, &target, request),
-                _ => false,
-            };
-            let read = crate::request_body::read_for_resource(
-                body,
-                app.body_timeout,
-                &mut parts.extensions,
-            )
-            .await;
-            let response = match read {
-                Ok(body) => {
-                    let at = crate::workspace::At::of(consumer, root);
-                    crate::workspace::serve(&app, &target, at, path, parts, body).await
-                }
-                Err(refused) => error(&refused),
-            };
-            // A resource (and version) the export serves, and an answer
-            // that is not its 404.
-            let served = serves && response.status() != http::StatusCode::NOT_FOUND;
-            return if served {
-                mark_served(response)
-            } else {
-                response
-            };
+            let at = crate::workspace::At::of(consumer, root);
+            serve_workspace(&app, parts, at, path, body).await
         }
-        Endpoint::Consumer { path, .. } | Endpoint::Aggregated { path } => path,
+        Endpoint::Consumer { path, .. } | Endpoint::Aggregated { path } => {
+            serve_consumer(&app, parts, path, body).await
+        }
+    }
+}
+
+/// A request of `/bind`: the binder's, its body read within its route's
+/// limit.
+async fn serve_bind<B>(
+    app: &App,
+    mut parts: http::request::Parts,
+    segments: &[String],
+    body: B,
+) -> Response<BoxBody>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    let route = parts
+        .extensions
+        .remove::<BindRoute>()
+        .unwrap_or_else(|| BindRoute::of(&parts.method, segments));
+    let binder = parts.extensions.get::<ProviderUser>().map(|u| &u.0);
+    match crate::request_body::read(body, route.body_limit(), app.body_timeout).await {
+        Ok(body) => app.bind.serve(&route, binder, body).await,
+        Err(refused) => error(&refused),
+    }
+}
+
+/// A request of a provider's virtual workspace, its target resolved and
+/// authorized by the authorization layer.
+async fn serve_workspace<B>(
+    app: &App,
+    mut parts: http::request::Parts,
+    at: crate::workspace::At,
+    path: ApiPath,
+    body: B,
+) -> Response<BoxBody>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    let Some(target) = parts.extensions.remove::<Target>() else {
+        return error(&ApiError::unauthorized());
     };
+    let serves = match &path {
+        ApiPath::Resource(request) => workspace_serves(app, &target, request),
+        _ => false,
+    };
+    let read =
+        crate::request_body::read_for_resource(body, app.body_timeout, &mut parts.extensions).await;
+    let response = match read {
+        Ok(body) => crate::workspace::serve(app, &target, at, path, parts, body).await,
+        Err(refused) => error(&refused),
+    };
+    // A resource (and version) the export serves, and an answer that is
+    // not its 404.
+    let served = serves && response.status() != http::StatusCode::NOT_FOUND;
+    if served {
+        mark_served(response)
+    } else {
+        response
+    }
+}
+
+/// A consumer's request (aggregated, or on its own endpoint): its
+/// documents, or its resources through the proxy.
+async fn serve_consumer<B>(
+    app: &App,
+    mut parts: http::request::Parts,
+    path: ApiPath,
+    body: B,
+) -> Response<BoxBody>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
     let Some(user) = parts.extensions.get::<User>().cloned() else {
         return error(&ApiError::unauthorized());
     };
@@ -138,7 +173,7 @@ where
     }
     match path {
         ApiPath::Version => json(&app.version),
-        ApiPath::Health => health(&app, "/healthz", None).await,
+        ApiPath::Health => health(app, "/healthz", None).await,
         ApiPath::Resource(request) => {
             let served = view
                 .find(&request.group, &request.resource)

@@ -39,6 +39,8 @@ pub struct Options {
     pub token_key: crate::token_key::KeySecret,
     /// How long a client connection may stay with no request in flight.
     pub idle_connection_timeout: std::time::Duration,
+    /// Over HTTP/2, each request's chance to send its connection a GOAWAY.
+    pub goaway_chance: crate::server::goaway::GoawayChance,
     /// Make consumers' requests as their own provider-side accounts.
     pub impersonate: bool,
     /// How long a request body may take to arrive ([`crate::request_body`]).
@@ -187,8 +189,11 @@ pub async fn run(options: Options) -> Result<()> {
         tokio::time::sleep(delay).await;
         let _ = stop_tx.send(true);
     };
-    let idle_timeout = options.idle_connection_timeout;
-    crate::server::run(app, tls, authentication, listener, idle_timeout, shutdown).await;
+    let connections = crate::server::Connections {
+        idle_timeout: options.idle_connection_timeout,
+        goaway_chance: options.goaway_chance,
+    };
+    crate::server::run(app, tls, authentication, listener, connections, shutdown).await;
     // The controllers stop before the runtime does: dropped whole, rather
     // than task by task as the runtime shuts down (which cancelled a
     // reconcile under a controller still polling it).

@@ -244,16 +244,7 @@ impl Exchange<'_> {
                 .insert(namespace.clone(), provider_ns);
         }
         let bound = self.bound();
-        let scale = self.resource.subresource.as_deref() == Some("scale");
-        // The object behind a named write, or a Scale, must be the
-        // consumer's own: the Scale itself carries no labels to tell.
-        let current = match (&self.resource.name, self.request.verb) {
-            (Some(_), Verb::Update | Verb::Patch | Verb::Delete) => self.current().await?,
-            (Some(_), Verb::Get) if scale => {
-                Some(self.current().await?.ok_or_else(|| self.not_found())?)
-            }
-            _ => None,
-        };
+        let current = self.checked_target().await?;
         // A patch kube-apiserver cannot read is refused once its object
         // is found: a missing object is not found first.
         if let Some(error) = &self.request.patch_error {
@@ -281,13 +272,7 @@ impl Exchange<'_> {
             pin_delete(&mut provider, current);
         }
         if creates(&self.request) && current.is_none() && self.resource.subresource.is_none() {
-            if let Some(namespace) = &self.resource.namespace {
-                self.proxy
-                    .quota
-                    .namespace_admits(bound.consumer.as_str(), namespace, &self.subject())
-                    .await?;
-            }
-            self.object_cap()?;
+            self.quota_admits().await?;
         }
         if let Some(answer) = self
             .admit(&provider, current.as_ref(), unprovisioned.as_deref())
@@ -315,6 +300,32 @@ impl Exchange<'_> {
             _ if creates(&self.request) => self.create(provider).await,
             _ => self.exchange(provider).await,
         }
+    }
+
+    /// The object behind a named write, or a Scale, read first: it must be
+    /// the consumer's own (the Scale itself carries no labels to tell).
+    async fn checked_target(&self) -> Result<Option<Value>, Failure> {
+        let scale = self.resource.subresource.as_deref() == Some("scale");
+        Ok(match (&self.resource.name, self.request.verb) {
+            (Some(_), Verb::Update | Verb::Patch | Verb::Delete) => self.current().await?,
+            (Some(_), Verb::Get) if scale => {
+                Some(self.current().await?.ok_or_else(|| self.not_found())?)
+            }
+            _ => None,
+        })
+    }
+
+    /// The app cluster's quota and the export's object cap, for a create of
+    /// a new object.
+    async fn quota_admits(&self) -> Result<(), Failure> {
+        if let Some(namespace) = &self.resource.namespace {
+            self.proxy
+                .quota
+                .namespace_admits(self.bound().consumer.as_str(), namespace, &self.subject())
+                .await?;
+        }
+        self.object_cap()?;
+        Ok(())
     }
 
     /// A create (or an apply): when the provider says its namespace is not

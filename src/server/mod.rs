@@ -11,6 +11,7 @@ pub mod authz;
 pub mod compress;
 pub mod deadline;
 pub mod gate;
+pub mod goaway;
 pub mod idle;
 pub mod layers;
 pub mod observe;
@@ -43,15 +44,28 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
 /// `ReadHeaderTimeout`, which Go's server applies to the handshake too.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(32);
 
+/// How client connections are kept.
+#[derive(Clone, Copy, Debug)]
+pub struct Connections {
+    /// Closed after this long without a request in flight.
+    pub idle_timeout: Duration,
+    /// Over HTTP/2, each request's chance to send its connection a GOAWAY.
+    pub goaway_chance: goaway::GoawayChance,
+}
+
 /// Serves `app` on `listener` until `shutdown` completes.
 pub async fn run(
     app: Arc<App>,
     tls: rustls::ServerConfig,
     authentication: authn::Authentication,
     listener: TcpListener,
-    idle_timeout: Duration,
+    connections: Connections,
     shutdown: impl Future<Output = ()>,
 ) {
+    let Connections {
+        idle_timeout,
+        goaway_chance,
+    } = connections;
     let acceptor = TlsAcceptor::from(Arc::new(tls));
     // Outermost first, as a request passes them; no layer reads the body.
     let stack = ServiceBuilder::new()
@@ -118,8 +132,13 @@ pub async fn run(
             tracing::debug!(%remote, h2 = speaks_h2, "connection accepted");
             let activity = idle::Activity::new();
             let requests = activity.clone();
+            let goaway = speaks_h2.then(goaway::Goaway::default);
+            let goaway_asked = goaway.clone();
             let service =
                 tower::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+                    if let Some(goaway) = &goaway_asked {
+                        goaway.request(goaway_chance);
+                    }
                     let mut request = request.map(unread::Unread::new);
                     if let Some(peer) = &peer {
                         request.extensions_mut().insert(peer.clone());
@@ -153,6 +172,7 @@ pub async fn run(
                 stopping,
                 activity: &activity,
                 idle_timeout,
+                goaway: goaway.as_ref(),
             };
             let ended = if speaks_h2 {
                 let connection = Box::pin(http2.serve_connection(io, service));
@@ -176,11 +196,13 @@ pub async fn run(
 }
 
 /// What ends a connection: bindery's shutdown (`stopping` turns true, or
-/// its sender is gone), or being idle for `idle_timeout`.
+/// its sender is gone), being idle for `idle_timeout`, or a request that
+/// drew the GOAWAY (HTTP/2).
 struct Ends<'a> {
     stopping: watch::Receiver<bool>,
     activity: &'a idle::Activity,
     idle_timeout: Duration,
+    goaway: Option<&'a goaway::Goaway>,
 }
 
 /// Serves `connection` until it ends; once [`Ends`] says so, `drain` asks it
@@ -198,11 +220,19 @@ where
         mut stopping,
         activity,
         idle_timeout,
+        goaway,
     } = ends;
+    let goaway_asked = async {
+        match goaway {
+            Some(goaway) => goaway.asked().await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
         ended = connection.as_mut() => return ended,
         _ = stopping.wait_for(|stop| *stop) => {}
         _ = activity.idle_for(idle_timeout) => {}
+        _ = goaway_asked => {}
     }
     drain(connection.as_mut());
     connection.await

@@ -210,3 +210,54 @@ fn over_http2_a_request_refused_before_its_body_arrived_is_answered_cleanly() {
         "every request answered 400 (the timeout kube-apiserver refuses)"
     );
 }
+
+/// How many connections curl opened for `requests` GETs of `url` in one
+/// run over HTTP/2 (it keeps one open for all it can).
+fn http2_connections_for(url: &str, requests: usize) -> usize {
+    let output = Command::new("curl")
+        .args(["-sk", "--http2", "-w", "\nconnects: %{num_connects}\n"])
+        .args(std::iter::repeat_n(url, requests))
+        .output()
+        .expect("curl runs");
+    let said = String::from_utf8_lossy(&output.stdout);
+    let connects: Vec<usize> = said
+        .lines()
+        .filter_map(|l| l.strip_prefix("connects: ")?.trim().parse().ok())
+        .collect();
+    assert_eq!(connects.len(), requests, "every request answered: {said}");
+    connects.iter().sum()
+}
+
+/// kube-apiserver's `--goaway-chance`: with it, an HTTP/2 client is sent a
+/// GOAWAY now and then and reconnects (behind a Service, to any replica);
+/// without it, one connection carries every request.
+#[test]
+fn with_a_goaway_chance_http2_clients_reconnect_now_and_then() {
+    const REQUESTS: usize = 600;
+    let quiet = serving_only(&clusters().provider.kubeconfig, &[]);
+    let url = format!("{}/version", quiet.url);
+    assert_eq!(http2_connections_for(&url, REQUESTS), 1, "one connection");
+    let chancy = serving_only(
+        &clusters().provider.kubeconfig,
+        &["--goaway-chance", "0.02"],
+    );
+    let url = format!("{}/version", chancy.url);
+    // 12 expected; none at all has a chance of 0.98^599, about 6 in a million.
+    let connections = http2_connections_for(&url, REQUESTS);
+    assert!(
+        (2..=60).contains(&connections),
+        "{connections} connections for {REQUESTS} requests"
+    );
+    // kube-apiserver's bounds.
+    let refused = Command::new(env!("CARGO_BIN_EXE_bindery"))
+        .args(["serve", "--goaway-chance", "0.5"])
+        .output()
+        .expect("bindery runs");
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr)
+            .contains("--goaway-chance can not be less than 0 or greater than 0.02"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+}

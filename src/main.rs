@@ -266,6 +266,11 @@ struct ServeArgs {
     /// `--goaway-chance` does (`BINDERY_GOAWAY_CHANCE`; 0, off, by default).
     #[arg(long, env = "BINDERY_GOAWAY_CHANCE", default_value = "0", value_parser = bindery::server::goaway::GoawayChance::parse)]
     goaway_chance: bindery::server::goaway::GoawayChance,
+    /// The streams (requests, watches) one HTTP/2 connection carries at once: an app cluster's
+    /// aggregator sends all its requests for a bound group over one connection
+    /// (`BINDERY_HTTP2_MAX_STREAMS_PER_CONNECTION`; 1,000, as kube's aggregated servers).
+    #[arg(long, env = "BINDERY_HTTP2_MAX_STREAMS_PER_CONNECTION", default_value_t = bindery::server::AGGREGATED_MAX_STREAMS, value_parser = clap::value_parser!(u32).range(1..))]
+    http2_max_streams_per_connection: u32,
     /// Make each consumer's gets and writes as its own provider-side ServiceAccount
     /// (`bindery-consumer` in its cluster namespace), so that the provider's RBAC and admission
     /// hold what it can do (`BINDERY_IMPERSONATE`). Needs `impersonate` on those
@@ -501,6 +506,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         token_key: args.continue_token_secret,
         idle_connection_timeout: std::time::Duration::from_secs(args.idle_connection_timeout),
         goaway_chance: args.goaway_chance,
+        http2_max_streams: args.http2_max_streams_per_connection,
         impersonate: args.impersonate,
         request_body_timeout: std::time::Duration::from_secs(args.request_body_timeout),
         shutdown_delay: std::time::Duration::from_secs(args.shutdown_delay_duration),

@@ -41,6 +41,8 @@ pub struct Options {
     pub idle_connection_timeout: std::time::Duration,
     /// Over HTTP/2, each request's chance to send its connection a GOAWAY.
     pub goaway_chance: crate::server::goaway::GoawayChance,
+    /// Over HTTP/2, the streams one connection carries at once.
+    pub http2_max_streams: u32,
     /// Make consumers' requests as their own provider-side accounts.
     pub impersonate: bool,
     /// How long a request body may take to arrive ([`crate::request_body`]).
@@ -192,6 +194,7 @@ pub async fn run(options: Options) -> Result<()> {
     let connections = crate::server::Connections {
         idle_timeout: options.idle_connection_timeout,
         goaway_chance: options.goaway_chance,
+        max_streams: options.http2_max_streams,
     };
     crate::server::run(app, tls, authentication, listener, connections, shutdown).await;
     // The controllers stop before the runtime does: dropped whole, rather

@@ -51,7 +51,15 @@ pub struct Connections {
     pub idle_timeout: Duration,
     /// Over HTTP/2, each request's chance to send its connection a GOAWAY.
     pub goaway_chance: goaway::GoawayChance,
+    /// Over HTTP/2, the streams (requests, watches) one connection carries
+    /// at once.
+    pub max_streams: u32,
 }
+
+/// The streams an aggregated server lets one HTTP/2 connection carry at
+/// once (k8s.io/apiserver's recommended options): the aggregator sends all
+/// of an app cluster's requests for a group, watches included, over one.
+pub const AGGREGATED_MAX_STREAMS: u32 = 1_000;
 
 /// Serves `app` on `listener` until `shutdown` completes.
 pub async fn run(
@@ -65,6 +73,7 @@ pub async fn run(
     let Connections {
         idle_timeout,
         goaway_chance,
+        max_streams,
     } = connections;
     let acceptor = TlsAcceptor::from(Arc::new(tls));
     // Outermost first, as a request passes them; no layer reads the body.
@@ -80,7 +89,8 @@ pub async fn run(
     // and is over when the last one has been dropped.
     let (stop, stopping) = watch::channel(false);
     let http1 = hyper::server::conn::http1::Builder::new();
-    let http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    http2.max_concurrent_streams(max_streams);
     tokio::pin!(shutdown);
     loop {
         let (tcp, remote) = tokio::select! {

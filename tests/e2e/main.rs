@@ -43,5 +43,6 @@ mod serving;
 mod side_by_side;
 mod smoke;
 mod soak;
+mod streams;
 mod tokens;
 mod workspace;

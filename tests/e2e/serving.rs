@@ -34,7 +34,7 @@ fn install_crd() {
     });
 }
 
-fn consumer(id: &str) -> Consumer {
+pub(crate) fn consumer(id: &str) -> Consumer {
     install_crd();
     bindery().consumer(id, CRD, "gizmos")
 }

@@ -14,6 +14,8 @@
 #[allow(dead_code)]
 #[path = "../tests/e2e/fixture.rs"]
 mod fixture;
+#[path = "support/http2.rs"]
+mod http2;
 
 use fixture::clusters;
 use futures::StreamExt;
@@ -308,7 +310,7 @@ async fn consumer_client(
         .await
         .expect("a consumer config");
     if http2 {
-        http2_client(&config).await
+        http2::client(&config).await
     } else {
         kube::Client::try_from(config).expect("a consumer client")
     }
@@ -319,46 +321,6 @@ async fn consumer_client(
 /// negotiates "h2"); otherwise kube-rs' HTTP/1.1 client.
 fn speaks_http2() -> bool {
     std::env::var("BINDERY_BENCH_HTTP2").is_ok_and(|v| v == "1")
-}
-
-/// A kube client of `config` over one HTTP/2 connection of its own.
-async fn http2_client(config: &kube::Config) -> kube::Client {
-    use kube::client::ConfigExt;
-    let mut tls = config.rustls_client_config().expect("a TLS config");
-    tls.alpn_protocols = vec![b"h2".to_vec()];
-    let url = &config.cluster_url;
-    let (host, port) = (
-        url.host().expect("a host").to_string(),
-        url.port_u16().expect("a port"),
-    );
-    let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
-        .await
-        .expect("connecting to bindery");
-    let server_name = rustls_pki_types::ServerName::try_from(host).expect("a server name");
-    let stream = tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls))
-        .connect(server_name, tcp)
-        .await
-        .expect("a TLS handshake");
-    assert_eq!(
-        stream.get_ref().1.alpn_protocol(),
-        Some(&b"h2"[..]),
-        "bindery speaks HTTP/2"
-    );
-    let (sender, connection) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(stream),
-    )
-    .await
-    .expect("an HTTP/2 handshake");
-    tokio::spawn(connection);
-    let send = tower::service_fn(move |request: http::Request<kube::client::Body>| {
-        let mut sender = sender.clone();
-        async move { sender.send_request(request).await }
-    });
-    let service = tower::ServiceBuilder::new()
-        .layer(config.base_uri_layer())
-        .service(send);
-    kube::Client::new(service, config.default_namespace.clone())
 }
 
 /// Creates one object in each resource through bindery (waiting until the

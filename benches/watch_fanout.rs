@@ -3,7 +3,9 @@
 //! provider (started by the test fixture): every watcher watches the same
 //! object, one write is made on the provider per round, and each watcher's
 //! delay from the write until it holds the event is one sample. Prints p50
-//! and p99 per side. `cargo bench --bench watch_fanout` uses 1,000 watchers;
+//! and p99 per side. Then as an app cluster's aggregator watches: every
+//! watcher on one HTTP/2 connection to bindery, against one watch alone on
+//! a connection of its own. `cargo bench --bench watch_fanout` uses 1,000 watchers;
 //! `cargo test` runs it small, as a smoke test. Results and the command are
 //! recorded in `benches/RESULTS.md`.
 
@@ -13,6 +15,8 @@ mod bindery;
 #[allow(dead_code)]
 #[path = "../tests/e2e/fixture.rs"]
 mod fixture;
+#[path = "support/http2.rs"]
+mod http2;
 mod support;
 
 use fixture::clusters;
@@ -59,6 +63,35 @@ fn main() {
             "watch-fanout: bindery - direct: p50 {:+.2} ms, p99 {:+.2} ms (target: p99 <= direct + 2 ms)",
             ms(bindery_p50) - ms(direct_p50),
             ms(bindery_p99) - ms(direct_p99),
+        );
+        // As an app cluster's aggregator: every watch on one HTTP/2
+        // connection, against one watch alone on such a connection.
+        let kubeconfig = kube::config::Kubeconfig::read_from(&consumer.kubeconfig)
+            .expect("the consumer's kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .expect("the consumer's config");
+        let one_connection = widgets(http2::client(&config).await, "load");
+        let alone = widgets(http2::client(&config).await, "load");
+        let mut shared = Vec::new();
+        for (side, watched, count, writes) in [
+            ("bindery-one-h2-connection", &one_connection, watchers, rounds),
+            ("bindery-lone-watch", &alone, 1, rounds * 5),
+        ] {
+            let mut delays = deliveries(&direct, watched, count, writes).await;
+            delays.sort();
+            let at = |q: f64| delays[((delays.len() - 1) as f64 * q) as usize];
+            println!(
+                "watch-fanout/{side}: {count} watchers x {writes} writes: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+                ms(at(0.5)),
+                ms(at(0.99)),
+                ms(at(1.0)),
+            );
+            shared.push(at(0.99));
+        }
+        println!(
+            "watch-fanout: {watchers} watches on one HTTP/2 connection - a lone watch: p99 {:+.2} ms (target: <= +2 ms)",
+            ms(shared[0]) - ms(shared[1]),
         );
     });
 }

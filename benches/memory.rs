@@ -5,7 +5,9 @@
 //! each from the watch cache, over its own connection, which it keeps open
 //! (as an app cluster's aggregator does). Prints the resident set before,
 //! after the catalog holds every consumer, after the traffic, and the peak,
-//! and the peak's growth per consumer. `cargo bench --bench memory` runs the
+//! and the peak's growth per consumer; then how long a new replica takes to
+//! be ready with every consumer there, and the provider LISTs it makes for
+//! that. `cargo bench --bench memory` runs the
 //! full size; `cargo test` runs it with 10 consumers as a smoke test.
 //! `BINDERY_BENCH_HTTP2=1` makes each consumer's client speak HTTP/2, as
 //! an aggregator does. Results and the command are recorded in
@@ -447,5 +449,46 @@ fn main() {
             growth as f64 / consumers as f64
         );
         drop(clients);
+        new_replica(&pki, consumers).await;
     });
+}
+
+/// A replica started now, with every consumer there (issue 36): how long
+/// until its `/readyz` says ok (its catalog holds every consumer and its
+/// watch cache has listed every bound resource), and how many LISTs that
+/// cost the provider.
+async fn new_replica(pki: &std::path::Path, consumers: usize) {
+    let lists_before = provider_lists();
+    let started = Instant::now();
+    let replica = Measured::start(pki);
+    let deadline = started + Duration::from_secs(900);
+    loop {
+        let ready = Command::new("curl")
+            .args(["-sk", "-m", "2"])
+            .arg(format!("{}/readyz", replica.url))
+            .output()
+            .is_ok_and(|o| o.stdout == b"ok");
+        if ready {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the new replica became ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ready_in = started.elapsed();
+    let lists = provider_lists() - lists_before;
+    let (rss, _) = replica.memory();
+    println!(
+        "memory: a new replica with {consumers} consumers is ready in {ready_in:.1?} \
+         (RSS {rss} KiB), having made {lists} LISTs on the provider"
+    );
+}
+
+/// The LISTs the provider has served, by its `apiserver_request_total`.
+fn provider_lists() -> u64 {
+    let metrics = clusters().provider.kubectl(&["get", "--raw", "/metrics"]);
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{") && l.contains("verb=\"LIST\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
 }

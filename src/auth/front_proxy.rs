@@ -97,6 +97,44 @@ fn unescape(key: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever the front proxy's headers hold (any bytes a header
+        /// value may carry, any extra key), they are read without a panic:
+        /// a user only with a non-empty name, every extra key decoded or
+        /// kept as it came.
+        #[test]
+        fn any_requestheader_headers_are_read(
+            users in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..16), 0..3),
+            groups in prop::collection::vec("[ -~]{0,16}", 0..4),
+            extras in prop::collection::vec(("[a-z0-9%._-]{1,16}", prop::collection::vec(any::<u8>(), 0..16)), 0..4),
+        ) {
+            let mut headers = http::HeaderMap::new();
+            for user in &users {
+                if let Ok(value) = http::HeaderValue::from_bytes(user) {
+                    headers.append(USER_HEADER, value);
+                }
+            }
+            for group in &groups {
+                if let Ok(value) = http::HeaderValue::from_str(group) {
+                    headers.append(GROUP_HEADER, value);
+                }
+            }
+            for (key, value) in &extras {
+                let name = format!("{EXTRA_PREFIX}{key}");
+                if let (Ok(name), Ok(value)) = (
+                    http::header::HeaderName::from_bytes(name.as_bytes()),
+                    http::HeaderValue::from_bytes(value),
+                ) {
+                    headers.append(name, value);
+                }
+            }
+            if let Some(user) = from_headers(&headers) {
+                prop_assert!(!user.name.is_empty());
+            }
+        }
+    }
 
     fn headers(pairs: &[(&str, &str)]) -> http::HeaderMap {
         let mut map = http::HeaderMap::new();

@@ -122,6 +122,22 @@ pub fn html(status: u16, page: String) -> Response<BoxBody> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any method and path under `/bind` is one route, read without a
+        /// panic, with a body limit kube-apiserver's 3 MiB does not exceed.
+        #[test]
+        fn any_path_is_one_route(
+            method in prop::sample::select(vec!["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "TRACE"]),
+            segments in prop::collection::vec("[ -~]{0,12}|sessions|bindings|templates|progress|state|choice", 0..6),
+        ) {
+            let method = Method::from_bytes(method.as_bytes()).unwrap();
+            let route = BindRoute::of(&method, &segments);
+            prop_assert!(route.body_limit() <= 3 * 1024 * 1024);
+            let _ = route.credential();
+        }
+    }
 
     fn route(method: Method, path: &str) -> BindRoute {
         let segments: Vec<String> = path.split('/').map(str::to_string).collect();

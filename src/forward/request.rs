@@ -426,7 +426,104 @@ pub mod testing {
 mod tests {
     use super::*;
     use crate::wire::accept::{Media, MetaVersion};
+    use proptest::prelude::*;
     use serde_json::json;
+
+    /// A query of known and unknown keys with any values, encoded as a
+    /// client encodes them (or not at all).
+    fn any_query() -> impl Strategy<Value = String> {
+        let key = prop::sample::select(vec![
+            "watch",
+            "resourceVersion",
+            "resourceVersionMatch",
+            "labelSelector",
+            "fieldSelector",
+            "limit",
+            "continue",
+            "timeout",
+            "timeoutSeconds",
+            "allowWatchBookmarks",
+            "sendInitialEvents",
+            "dryRun",
+            "fieldManager",
+            "fieldValidation",
+            "force",
+            "pretty",
+            "includeObject",
+            "propagationPolicy",
+            "gracePeriodSeconds",
+            "orphanDependents",
+            "x",
+        ]);
+        prop::collection::vec((key, "[ -~]{0,16}", any::<bool>()), 0..6).prop_map(|pairs| {
+            pairs
+                .iter()
+                .map(|(k, v, encoded)| match encoded {
+                    true => form_urlencoded::Serializer::new(String::new())
+                        .append_pair(k, v)
+                        .finish(),
+                    false => format!("{k}={v}"),
+                })
+                .collect::<Vec<_>>()
+                .join("&")
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1024))]
+        /// Whatever a caller sends (any method, query, media types and
+        /// body), the request is read or refused without a panic, and a
+        /// refusal is a Status with an error code and a reason; or, as
+        /// kube-apiserver answers a body its decoder cannot read at all (a
+        /// deletecollection's, say), a 500 with its unknown (empty) reason.
+        #[test]
+        fn any_request_is_read_or_refused(
+            method in prop::sample::select(vec!["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
+            named in any::<bool>(),
+            query in any_query(),
+            content_type in prop::sample::select(vec![
+                "application/json", "application/yaml", "application/merge-patch+json",
+                "application/json-patch+json", "application/apply-patch+yaml",
+                "application/strategic-merge-patch+json", "application/vnd.kubernetes.protobuf",
+                "text/plain", "application/json; charset=utf-16", "",
+            ]),
+            accept in prop::sample::select(vec![
+                "application/json", "application/json;as=Table;v=v1;g=meta.k8s.io",
+                "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io",
+                "application/yaml", "*/*", "application/vnd.kubernetes.protobuf", "text/html", "",
+            ]),
+            body in prop_oneof![
+                prop::collection::vec(any::<u8>(), 0..64),
+                Just(br#"{"apiVersion":"g/v1","kind":"Widget","metadata":{"name":"w"}}"#.to_vec()),
+                Just(br#"[{"op":"replace","path":"/spec","value":1}]"#.to_vec()),
+                Just(b"apiVersion: g/v1\nkind: Widget\nmetadata: {name: w}\n".to_vec()),
+            ],
+        ) {
+            let method = http::Method::from_bytes(method.as_bytes()).unwrap();
+            let mut headers = http::HeaderMap::new();
+            if !content_type.is_empty() {
+                headers.insert(http::header::CONTENT_TYPE, content_type.parse().unwrap());
+            }
+            if !accept.is_empty() {
+                headers.insert(http::header::ACCEPT, accept.parse().unwrap());
+            }
+            let resource = resource(named.then_some("w"));
+            let incoming = Incoming {
+                method: &method,
+                resource: &resource,
+                query: Some(&query),
+                headers: &headers,
+                body: &body,
+                kind: "Widget",
+                body_too_large: false,
+                field_labels: None,
+            };
+            if let Err(refused) = ApiRequest::parse_with(&incoming, Rules::CustomResource) {
+                prop_assert!((400..600).contains(&refused.code), "{refused:?}");
+                prop_assert!(!refused.reason.is_empty() || refused.code == 500, "{refused:?}");
+            }
+        }
+    }
 
     fn resource(name: Option<&str>) -> ResourceRequest {
         ResourceRequest {

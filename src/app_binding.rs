@@ -75,6 +75,19 @@ pub async fn find(app: &kube::Client, export: &str) -> kube::Result<Option<APISe
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn availability_reads_the_available_condition() {
+        let up = json!({"status": {"conditions": [{"type": "Available", "status": "True", "message": "all checks passed"}]}});
+        assert_eq!(availability(&up), (true, "all checks passed".into()));
+        let down = json!({"status": {"conditions": [{"type": "Available", "status": "False", "message": "FailedDiscoveryCheck"}]}});
+        assert_eq!(availability(&down), (false, "FailedDiscoveryCheck".into()));
+        assert_eq!(
+            availability(&json!({})),
+            (false, "no Available condition yet".into())
+        );
+    }
 
     #[test]
     fn bindery_never_names_a_binding_as_its_export() {

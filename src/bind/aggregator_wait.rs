@@ -3,8 +3,8 @@
 //! in the aggregated discovery kubectl maps kinds with and in the OpenAPI v3
 //! index `kubectl explain` reads.
 
-use super::app_objects;
 use super::wire::GroupVersion;
+use crate::app_binding::{api_service_resource, availability};
 use anyhow::{Result, bail};
 use kube::api::{Api, DynamicObject};
 use serde_json::Value;
@@ -16,11 +16,11 @@ pub(super) async fn wait_available(
     names: &[String],
     timeout: Duration,
 ) -> Result<()> {
-    let api: Api<DynamicObject> = Api::all_with(app.clone(), &app_objects::api_service_resource());
+    let api: Api<DynamicObject> = Api::all_with(app.clone(), &api_service_resource());
     let deadline = Instant::now() + timeout;
     for name in names {
         loop {
-            let (available, message) = app_objects::availability(&api.get(name).await?.data);
+            let (available, message) = availability(&api.get(name).await?.data);
             if available {
                 break;
             }

@@ -38,7 +38,7 @@ pub const AUTHENTICATION_READER_BINDING: &str = "bindery:authentication-reader";
 /// The Role kube-apiserver makes for reading
 /// `kube-system/extension-apiserver-authentication`.
 const AUTHENTICATION_READER_ROLE: &str = "extension-apiserver-authentication-reader";
-pub use crate::app_binding::{BINDING_LABEL, MANAGED_BY, api_service_resource, availability};
+use crate::app_binding::{BINDING_LABEL, MANAGED_BY};
 
 /// Labels of a shared object.
 fn shared_labels() -> Value {
@@ -462,18 +462,6 @@ mod tests {
         assert_eq!(bound["subjects"][0]["name"], ACCOUNT);
         let unclaimed = binding(&inputs(&[], &[]));
         assert!(!unclaimed.iter().any(|o| o["kind"] == "ClusterRole"));
-    }
-
-    #[test]
-    fn availability_reads_the_available_condition() {
-        let up = json!({"status": {"conditions": [{"type": "Available", "status": "True", "message": "all checks passed"}]}});
-        assert_eq!(availability(&up), (true, "all checks passed".into()));
-        let down = json!({"status": {"conditions": [{"type": "Available", "status": "False", "message": "FailedDiscoveryCheck"}]}});
-        assert_eq!(availability(&down), (false, "FailedDiscoveryCheck".into()));
-        assert_eq!(
-            availability(&json!({})),
-            (false, "no Available condition yet".into())
-        );
     }
 
     #[test]

@@ -61,7 +61,7 @@ pub(super) async fn retire_binding_named_as_export(
         return Ok(false);
     };
     if kube::ResourceExt::labels(&old)
-        .get(app_objects::BINDING_LABEL)
+        .get(crate::app_binding::BINDING_LABEL)
         .map(String::as_str)
         != Some(export)
     {

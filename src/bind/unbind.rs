@@ -4,11 +4,11 @@
 //! the binding CRD and its namespace while other bindings use them.
 
 use super::app_account::{account_kubeconfig, account_token};
-use super::app_objects::{self, MANAGED_BY};
 use super::app_writes::{binding_resource, delete_labelled, dynamic};
 use super::connect::{Bindery, CONSUMER_ANNOTATION, Provider, app_config, cluster_identity};
 use super::wire::UnbindRequest;
 use crate::app_binding;
+use crate::app_binding::{BINDING_LABEL, MANAGED_BY};
 use anyhow::{Result, anyhow};
 use kube::api::ListParams;
 use serde_json::Value;
@@ -65,10 +65,7 @@ pub async fn unbind(options: UnbindOptions) -> Result<()> {
     eprintln!("The provider's export {} is deleted", options.export);
     let of_binding = format!(
         "{}={},{}={}",
-        MANAGED_BY.0,
-        MANAGED_BY.1,
-        app_objects::BINDING_LABEL,
-        options.export
+        MANAGED_BY.0, MANAGED_BY.1, BINDING_LABEL, options.export
     );
     delete_labelled(&app, &of_binding, &[]).await?;
     let managed = format!("{}={}", MANAGED_BY.0, MANAGED_BY.1);

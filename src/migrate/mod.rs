@@ -187,10 +187,7 @@ async fn kube_bind_bindings(app: &kube::Client) -> Result<Vec<String>> {
     Ok(list
         .items
         .iter()
-        .filter(|b| {
-            !b.labels()
-                .contains_key(crate::bind::app_objects::BINDING_LABEL)
-        })
+        .filter(|b| !b.labels().contains_key(crate::app_binding::BINDING_LABEL))
         .map(ResourceExt::name_any)
         .collect())
 }
@@ -423,7 +420,7 @@ impl Move {
         };
         if binding
             .labels()
-            .contains_key(crate::bind::app_objects::BINDING_LABEL)
+            .contains_key(crate::app_binding::BINDING_LABEL)
         {
             return Ok(());
         }

@@ -16,7 +16,7 @@
 #[allow(dead_code)]
 #[path = "../tests/e2e/fixture.rs"]
 mod fixture;
-#[path = "support/http2.rs"]
+#[path = "../tests/e2e/http2.rs"]
 mod http2;
 
 use fixture::clusters;

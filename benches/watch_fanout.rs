@@ -15,7 +15,7 @@ mod bindery;
 #[allow(dead_code)]
 #[path = "../tests/e2e/fixture.rs"]
 mod fixture;
-#[path = "support/http2.rs"]
+#[path = "../tests/e2e/http2.rs"]
 mod http2;
 mod support;
 
@@ -45,20 +45,10 @@ fn main() {
         }))
         .expect("a widget");
         let _ = through.create(&PostParams::default(), &object).await;
-        let mut medians = Vec::new();
-        for (side, watched) in [("direct", &direct), ("bindery", &through)] {
-            let mut delays = deliveries(&direct, watched, watchers, rounds).await;
-            delays.sort();
-            let at = |q: f64| delays[((delays.len() - 1) as f64 * q) as usize];
-            println!(
-                "watch-fanout/{side}: {watchers} watchers x {rounds} writes: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-                ms(at(0.5)),
-                ms(at(0.99)),
-                ms(at(1.0)),
-            );
-            medians.push((at(0.5), at(0.99)));
-        }
-        let ((direct_p50, direct_p99), (bindery_p50, bindery_p99)) = (medians[0], medians[1]);
+        let (direct_p50, direct_p99) =
+            side(&direct, "direct", &direct, watchers, rounds).await;
+        let (bindery_p50, bindery_p99) =
+            side(&direct, "bindery", &through, watchers, rounds).await;
         println!(
             "watch-fanout: bindery - direct: p50 {:+.2} ms, p99 {:+.2} ms (target: p99 <= direct + 2 ms)",
             ms(bindery_p50) - ms(direct_p50),
@@ -73,27 +63,41 @@ fn main() {
             .expect("the consumer's config");
         let one_connection = widgets(http2::client(&config).await, "load");
         let alone = widgets(http2::client(&config).await, "load");
-        let mut shared = Vec::new();
-        for (side, watched, count, writes) in [
-            ("bindery-one-h2-connection", &one_connection, watchers, rounds),
-            ("bindery-lone-watch", &alone, 1, rounds * 5),
-        ] {
-            let mut delays = deliveries(&direct, watched, count, writes).await;
-            delays.sort();
-            let at = |q: f64| delays[((delays.len() - 1) as f64 * q) as usize];
-            println!(
-                "watch-fanout/{side}: {count} watchers x {writes} writes: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-                ms(at(0.5)),
-                ms(at(0.99)),
-                ms(at(1.0)),
-            );
-            shared.push(at(0.99));
-        }
+        let (_, shared_p99) = side(
+            &direct,
+            "bindery-one-h2-connection",
+            &one_connection,
+            watchers,
+            rounds,
+        )
+        .await;
+        let (_, lone_p99) = side(&direct, "bindery-lone-watch", &alone, 1, rounds * 5).await;
         println!(
             "watch-fanout: {watchers} watches on one HTTP/2 connection - a lone watch: p99 {:+.2} ms (target: <= +2 ms)",
-            ms(shared[0]) - ms(shared[1]),
+            ms(shared_p99) - ms(lone_p99),
         );
     });
+}
+
+/// One side's deliveries ([`deliveries`]) of `watchers` watches on
+/// `watched` over `rounds` writes through `writer`, printed; its p50 and p99.
+async fn side(
+    writer: &Api<DynamicObject>,
+    side: &str,
+    watched: &Api<DynamicObject>,
+    watchers: usize,
+    rounds: usize,
+) -> (Duration, Duration) {
+    let mut delays = deliveries(writer, watched, watchers, rounds).await;
+    delays.sort();
+    let at = |q: f64| delays[((delays.len() - 1) as f64 * q) as usize];
+    println!(
+        "watch-fanout/{side}: {watchers} watchers x {rounds} writes: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        ms(at(0.5)),
+        ms(at(0.99)),
+        ms(at(1.0)),
+    );
+    (at(0.5), at(0.99))
 }
 
 fn ms(d: Duration) -> f64 {

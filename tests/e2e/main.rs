@@ -24,6 +24,7 @@ mod export_status;
 mod fixture;
 mod front_proxy;
 mod hostile;
+mod http2;
 mod impersonation;
 mod kcp;
 mod kube_bind_controller;

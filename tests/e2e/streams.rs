@@ -6,47 +6,15 @@
 //! connection are each answered with the object, and each sees its change.
 
 use crate::serving::consumer;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
-use kube::client::ConfigExt;
+use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use std::time::Duration;
 
 const WATCHES: usize = 1_000;
 
-/// One HTTP/2 connection to bindery with `config`'s client certificate.
-async fn one_connection(
-    config: &kube::Config,
-) -> hyper::client::conn::http2::SendRequest<Empty<Bytes>> {
-    let mut tls = config.rustls_client_config().expect("a TLS config");
-    tls.alpn_protocols = vec![b"h2".to_vec()];
-    let url = &config.cluster_url;
-    let (host, port) = (
-        url.host().expect("a host").to_string(),
-        url.port_u16().expect("a port"),
-    );
-    let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
-        .await
-        .expect("connecting to bindery");
-    let name = rustls_pki_types::ServerName::try_from(host).expect("a server name");
-    let stream = tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls))
-        .connect(name, tcp)
-        .await
-        .expect("a TLS handshake");
-    assert_eq!(stream.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-    let (sender, connection) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(stream),
-    )
-    .await
-    .expect("an HTTP/2 handshake");
-    tokio::spawn(connection);
-    sender
-}
-
 /// Reads `body` until a line has `wanted`, or `within` passes.
 async fn until_seen(
-    body: &mut hyper::body::Incoming,
+    body: &mut kube::client::Body,
     seen: &mut String,
     wanted: &str,
     within: Duration,
@@ -89,20 +57,19 @@ async fn one_http2_connection_carries_a_thousand_watches() {
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
         .unwrap();
-    let sender = one_connection(&config).await;
-    let url = &config.cluster_url;
-    let origin = format!("https://{}", url.authority().expect("bindery's address"));
-    let base = format!("{origin}{}", url.path().trim_end_matches('/'));
+    // Every watch below goes over this one connection.
+    let one_connection = crate::http2::client(&config).await;
     let (started_tx, mut started) = tokio::sync::mpsc::channel::<Result<(), String>>(WATCHES);
     let (changed_tx, mut changed) = tokio::sync::mpsc::channel::<Result<(), String>>(WATCHES);
     for i in 0..WATCHES {
-        let mut sender = sender.clone();
+        let one_connection = one_connection.clone();
         let (started_tx, changed_tx) = (started_tx.clone(), changed_tx.clone());
-        let uri =
-            format!("{base}{collection}?watch=1&resourceVersion={version}&timeoutSeconds=600");
+        let uri = format!("{collection}?watch=1&resourceVersion={version}&timeoutSeconds=600");
         tokio::spawn(async move {
-            let request = http::Request::get(uri).body(Empty::<Bytes>::new()).unwrap();
-            let response = match sender.send_request(request).await {
+            let request = http::Request::get(uri)
+                .body(kube::client::Body::empty())
+                .unwrap();
+            let response = match one_connection.send(request).await {
                 Ok(response) => response,
                 Err(error) => {
                     let _ = started_tx.send(Err(format!("watch {i}: {error}"))).await;

@@ -1,5 +1,5 @@
 //! One HTTP/2 connection to bindery, as an app cluster's aggregator holds
-//! one per APIService (benchmarks include this file as `http2`).
+//! one per APIService (the benchmarks include this file as `http2`).
 
 /// A kube-rs client over one HTTP/2 connection, as an app cluster's
 /// aggregator reaches bindery: every request, watches included, goes over it.

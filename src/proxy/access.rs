@@ -24,7 +24,7 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::{Api, PostParams};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, RandomState};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -70,6 +70,9 @@ pub struct Access {
     allowed: Mutex<HashMap<u128, Instant>>,
     /// The two hash keys, random per process.
     hashers: (RandomState, RandomState),
+    /// A lock per key being reviewed: requests that miss at once wait for
+    /// one review instead of each asking the provider.
+    reviewing: dashmap::DashMap<u128, Arc<tokio::sync::Mutex<()>>>,
 }
 
 impl Access {
@@ -78,6 +81,7 @@ impl Access {
             client,
             allowed: Mutex::new(HashMap::new()),
             hashers: (RandomState::new(), RandomState::new()),
+            reviewing: dashmap::DashMap::new(),
         }
     }
 
@@ -98,13 +102,21 @@ impl Access {
     /// provider that cannot answer allows nothing.
     pub async fn may(&self, bound: &BoundResource, attempt: &Attempt) -> bool {
         let key = self.key(bound, attempt);
-        let now = Instant::now();
-        if self.kept().get(&key).is_some_and(|until| *until > now) {
+        if self.allowed_now(key) {
+            return true;
+        }
+        let lock = self.reviewing.entry(key).or_default().clone();
+        let _reviewing = lock.lock().await;
+        // The key's lock goes with this review, even one cancelled.
+        let _forget = Forget(&self.reviewing, key);
+        // Another request's review may have answered meanwhile.
+        if self.allowed_now(key) {
             return true;
         }
         if !matches!(self.allowed(bound, attempt).await, Ok(true)) {
             return false;
         }
+        let now = Instant::now();
         let mut kept = self.kept();
         if kept.len() >= REVIEWS_KEPT {
             kept.retain(|_, until| *until > now);
@@ -114,6 +126,12 @@ impl Access {
         }
         kept.insert(key, now + REVIEW_TTL);
         true
+    }
+
+    /// Whether a kept review still allows `key`.
+    fn allowed_now(&self, key: u128) -> bool {
+        let now = Instant::now();
+        self.kept().get(&key).is_some_and(|until| *until > now)
     }
 
     fn kept(&self) -> std::sync::MutexGuard<'_, HashMap<u128, Instant>> {
@@ -172,6 +190,18 @@ impl Access {
             .create(&PostParams::default(), &review)
             .await?;
         Ok(answer.status.is_some_and(|s| s.allowed))
+    }
+}
+
+/// Removes a key's review lock when its review is over.
+struct Forget<'a>(
+    &'a dashmap::DashMap<u128, Arc<tokio::sync::Mutex<()>>>,
+    u128,
+);
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        self.0.remove(&self.1);
     }
 }
 

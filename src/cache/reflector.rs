@@ -58,10 +58,28 @@ struct Nudge {
     last: Mutex<Option<tokio::time::Instant>>,
 }
 
-/// How long a reader waits for a version before nudging the reflector.
-const NUDGE_AFTER: Duration = Duration::from_secs(1);
+/// How long a reader waits for a version before nudging the reflector:
+/// long enough for a change already on its way to arrive.
+const NUDGE_AFTER: Duration = Duration::from_millis(250);
+/// How long a write through bindery waits for the watch to bring it before
+/// nudging the reflector.
+const WRITE_NUDGE_AFTER: Duration = Duration::from_secs(1);
 /// At most one nudge per resource this often.
-const NUDGE_INTERVAL: Duration = Duration::from_secs(5);
+const NUDGE_INTERVAL: Duration = Duration::from_secs(1);
+/// The `timeoutSeconds` of the watch a nudge starts. kube-apiserver plans
+/// each watcher's bookmark 2 s before its deadline, if that is still to
+/// come, and sends planned bookmarks at its next tick (about every second)
+/// once their second has begun (`k8s.io/apiserver` v1.34,
+/// `cacher/cache_watcher.go`, `nextBookmarkTime`; `cacher.go`,
+/// `watcherBookmarkTimeBuckets`). A 3 s watch so gets one within about
+/// 2 s (0.7 to 2 s measured), not after a minute. The bookmark carries the
+/// version the provider's watch cache has reached, which a consistent list
+/// (the metadata probe) brought up to the provider's revision: on a
+/// resource no one writes, that is what brings the store to a list's
+/// version. The watch after it is a long one again.
+const PROMPT_BOOKMARK_TIMEOUT_SECONDS: u64 = 3;
+/// The `timeoutSeconds` of the reflector's other watches.
+const WATCH_TIMEOUT_SECONDS: u64 = 600;
 /// An upstream watch that sends nothing, not even the bookmark
 /// kube-apiserver sends each watcher every minute, for this long is
 /// replaced.
@@ -184,7 +202,8 @@ impl Reflected {
         let reflected = self.clone();
         tokio::spawn(async move {
             let mut seen = reflected.version.subscribe();
-            let brought = tokio::time::timeout(NUDGE_AFTER, seen.wait_for(|v| *v >= version)).await;
+            let brought =
+                tokio::time::timeout(WRITE_NUDGE_AFTER, seen.wait_for(|v| *v >= version)).await;
             if brought.is_err() {
                 reflected.nudge(version);
             }
@@ -401,18 +420,25 @@ fn events(
 
 /// Watches from `version` until the provider says to list again. A watch
 /// that goes silent for longer than [`SILENCE`], or that a reader nudges,
-/// is replaced by a new one from the version reached; watches that keep
-/// ending at once without an event (a provider that cannot encode one)
-/// make it list again.
+/// is replaced by a new one from the version reached (after a nudge, a
+/// short one that brings a bookmark at once); watches that keep ending at
+/// once without an event (a provider that cannot encode one) make it list
+/// again.
 async fn follow(client: &kube::Client, collection: &str, reflected: &Reflected, mut version: u64) {
     use futures::TryStreamExt;
     let mut barren = 0;
     // The version a reader waited for when it nudged, and the cache's
     // version then: a later watch that delivers it shows the lag.
     let mut suspect: Option<(u64, u64)> = None;
+    // The watch after a nudge is a short one.
+    let mut nudged = false;
     loop {
+        let timeout = match std::mem::take(&mut nudged) {
+            true => PROMPT_BOOKMARK_TIMEOUT_SECONDS,
+            false => WATCH_TIMEOUT_SECONDS,
+        };
         let uri = format!(
-            "{collection}?watch=true&allowWatchBookmarks=true&resourceVersion={version}&timeoutSeconds=600"
+            "{collection}?watch=true&allowWatchBookmarks=true&resourceVersion={version}&timeoutSeconds={timeout}"
         );
         // Uncompressed, as kube-rs asks for its own watches: a watch is
         // read line by line as it comes.
@@ -444,6 +470,7 @@ async fn follow(client: &kube::Client, collection: &str, reflected: &Reflected, 
                     tracing::debug!(%collection, at = version, wanted,
                         "a reader waited for a version the watch cache has not reached; watching the provider again");
                     suspect = Some((wanted, version));
+                    nudged = true;
                     break;
                 }
             };
@@ -524,7 +551,10 @@ mod tests {
         let reflected = listed(Store::from_list(&serde_json::json!({
             "apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": "5"}, "items": []
         })).unwrap());
-        let patience = Duration::from_secs(3);
+        // Shorter than the nudge interval, so that a second reader comes
+        // within it.
+        let patience = NUDGE_INTERVAL / 2;
+        assert!(patience > NUDGE_AFTER);
         assert!(
             reflected.reached(5, patience).await,
             "a version reached is not waited for"
@@ -570,18 +600,18 @@ mod tests {
         let nudged = reflected.nudge.notify.notified();
         tokio::pin!(nudged);
         reflected.expect(5);
-        tokio::time::sleep(NUDGE_AFTER * 2).await;
+        tokio::time::sleep(WRITE_NUDGE_AFTER * 2).await;
         assert!(
             futures::poll!(nudged.as_mut()).is_pending(),
             "a version the store has is not waited for"
         );
         reflected.expect(8);
-        tokio::time::sleep(NUDGE_AFTER / 2).await;
+        tokio::time::sleep(WRITE_NUDGE_AFTER / 2).await;
         assert!(
             futures::poll!(nudged.as_mut()).is_pending(),
             "the watch gets its moment"
         );
-        tokio::time::sleep(NUDGE_AFTER).await;
+        tokio::time::sleep(WRITE_NUDGE_AFTER).await;
         assert!(
             futures::poll!(nudged.as_mut()).is_ready(),
             "a write the watch did not bring nudges"

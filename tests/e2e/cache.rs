@@ -350,3 +350,99 @@ fn any_version_lists_and_watches_of_every_consumer_share_one_upstream_list_and_w
          of {SPEC_BYTES} bytes each: the bodies did not come from the cache"
     );
 }
+
+/// A client lists (consistently, so the provider names the version: its
+/// revision, moved on by writes anywhere) and then watches from the list's
+/// version, as every informer does. On a resource no one writes, the
+/// cache's own watch never reaches that version by itself. The cache still
+/// answers the watch, at once, instead of waiting and handing it to the
+/// provider: the provider sees no watch of the consumer's namespace.
+#[tokio::test]
+async fn a_watch_from_a_consistent_lists_version_of_a_quiet_resource_is_answered_by_the_cache() {
+    use futures::{AsyncBufReadExt, TryStreamExt};
+    let provider = &clusters().provider;
+    let group = format!("{}.example.com", unique_name("quiet"));
+    provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&gadget_crd(&group)));
+    provider.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        &format!("crd/gadgets.{group}"),
+    ]);
+    let consumer = bindery().consumer(
+        &unique_name("quiet"),
+        &format!("gadgets.{group}"),
+        "gadgets",
+    );
+    let collection = format!("/apis/{group}/v1/namespaces/default/gadgets");
+    create_gadget(&consumer, &group, "before");
+    // The cache has listed and holds the write.
+    assert_eq!(
+        names(&get_raw(
+            &consumer,
+            &format!("{collection}?resourceVersion=0")
+        )),
+        ["before"]
+    );
+    // The provider's revision moves on with a write elsewhere.
+    provider.kubectl(&[
+        "create",
+        "configmap",
+        &unique_name("elsewhere"),
+        "-n",
+        "default",
+    ]);
+    let listed = get_raw(&consumer, &collection);
+    assert_eq!(names(&listed), ["before"]);
+    let version = listed["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let namespaced_watches = || {
+        provider_metric(
+            "apiserver_longrunning_requests",
+            &[
+                ("verb", "WATCH"),
+                ("group", &group),
+                ("resource", "gadgets"),
+                ("scope", "namespace"),
+            ],
+        )
+    };
+    let client = consumer.client().await;
+    let asked = std::time::Instant::now();
+    let request = http::Request::get(format!(
+        "{collection}?watch=true&resourceVersion={version}&allowWatchBookmarks=true&timeoutSeconds=60"
+    ))
+    .body(Vec::new())
+    .unwrap();
+    let stream = client
+        .request_stream(request)
+        .await
+        .expect("bindery answers the watch");
+    let answered = asked.elapsed();
+    assert_eq!(
+        namespaced_watches(),
+        0.0,
+        "bindery handed the watch from {version} to the provider (answered after {answered:?})"
+    );
+    create_gadget(&consumer, &group, "after");
+    let mut lines = stream.lines();
+    let added = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while let Some(line) = lines.try_next().await.expect("the watch goes on") {
+            let event: serde_json::Value = serde_json::from_str(&line).expect("a watch event");
+            if event["type"] == "ADDED" {
+                return event["object"]["metadata"]["name"]
+                    .as_str()
+                    .map(str::to_string);
+            }
+        }
+        None
+    })
+    .await
+    .expect("the watch delivers the write within 20 s");
+    assert_eq!(
+        added.as_deref(),
+        Some("after"),
+        "only the write after the list"
+    );
+}

@@ -328,7 +328,8 @@ fn a_watch_that_goes_silent_is_replaced_within_seconds() {
     );
     // The lag is a figure an operator reads: the new watch brought a version
     // readers waited for, and reads waited for it (from a cache that keeps
-    // up, a read waits milliseconds).
+    // up, a read waits milliseconds; this one waited a quarter of a second
+    // before it nudged the reflector, and then for the new watch).
     let metrics = crate::operations::scrape(url);
     let resource = [("resource", "postgresqlinstances.db.example.com")];
     let behind = crate::operations::total(&metrics, "bindery_watch_cache_behind_total", &resource);
@@ -341,7 +342,7 @@ fn a_watch_that_goes_silent_is_replaced_within_seconds() {
         .map(|s| s["sum"].as_f64().unwrap_or(0.0))
         .sum();
     assert!(
-        waited >= 0.3,
+        waited >= 0.25,
         "reads waited {waited} s in all for the stalled cache"
     );
     for name in ["before", "during", "after"] {

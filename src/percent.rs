@@ -1,27 +1,46 @@
 //! Percent-decoding of what arrives escaped (path segments, front-proxy
-//! header keys), strict as Go's `url.PathUnescape`, which kube-apiserver
-//! uses: a `%` not followed by two hex digits, or bytes that are not
-//! UTF-8, decode to nothing. The one decoder bindery has, on the
-//! `percent-encoding` crate.
+//! header keys, query keys and values), strict as Go's `url.PathUnescape`
+//! and `url.QueryUnescape`, which kube-apiserver uses: a `%` not followed
+//! by two hex digits decodes to nothing. The one decoder bindery has, on
+//! the `percent-encoding` crate.
 
 use std::borrow::Cow;
 
 /// `text` with its `%XX` escapes decoded; `None` for a bad escape or a
 /// result that is not UTF-8. Pure.
 pub fn decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let hex_at = |i: usize| bytes.get(i).is_some_and(u8::is_ascii_hexdigit);
-    let well_formed = bytes
-        .iter()
-        .enumerate()
-        .all(|(i, &b)| b != b'%' || (hex_at(i + 1) && hex_at(i + 2)));
-    if !well_formed {
+    if !well_formed(text) {
         return None;
     }
     percent_encoding::percent_decode_str(text)
         .decode_utf8()
         .ok()
         .map(Cow::into_owned)
+}
+
+/// A query key or value decoded as Go's `url.QueryUnescape` does: `+` is a
+/// space, `%XX` a byte; `None` for a bad escape. Bytes that are not UTF-8
+/// become U+FFFD (kube-apiserver then sees them as Go's strings do). Pure.
+pub fn decode_query(text: &str) -> Option<String> {
+    if !well_formed(text) {
+        return None;
+    }
+    let spaced = text.replace('+', " ");
+    Some(
+        percent_encoding::percent_decode_str(&spaced)
+            .decode_utf8_lossy()
+            .into_owned(),
+    )
+}
+
+/// Whether every `%` in `text` is followed by two hex digits.
+fn well_formed(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let hex_at = |i: usize| bytes.get(i).is_some_and(u8::is_ascii_hexdigit);
+    bytes
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b != b'%' || (hex_at(i + 1) && hex_at(i + 2)))
 }
 
 #[cfg(test)]
@@ -36,6 +55,16 @@ mod tests {
         assert_eq!(decode("plain").as_deref(), Some("plain"));
         for bad in ["bad%zz", "trailing%2", "%", "%%41", "%2%41", "%ff"] {
             assert_eq!(decode(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn query_escapes_decode_as_go_decodes_them() {
+        assert_eq!(decode_query("a+b%2Bc").as_deref(), Some("a b+c"));
+        assert_eq!(decode_query("%ff").as_deref(), Some("\u{fffd}"));
+        assert_eq!(decode_query("x%3Dy").as_deref(), Some("x=y"));
+        for bad in ["bad%zz", "trailing%2", "%"] {
+            assert_eq!(decode_query(bad), None, "{bad}");
         }
     }
 

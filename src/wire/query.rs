@@ -33,7 +33,10 @@ impl Query {
                 continue;
             }
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            if let (Some(key), Some(value)) = (unescape(key), unescape(value)) {
+            if let (Some(key), Some(value)) = (
+                crate::percent::decode_query(key),
+                crate::percent::decode_query(value),
+            ) {
                 pairs.push((key, value));
             }
         }
@@ -60,35 +63,6 @@ impl Query {
     pub fn contains(&self, key: &str) -> bool {
         self.first(key).is_some()
     }
-}
-
-/// Go's `url.QueryUnescape`: `+` is a space, `%XX` a byte; `None` for a
-/// bad escape. Bytes that are not UTF-8 become U+FFFD.
-fn unescape(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' => {
-                let hex = text.get(i + 1..i + 3)?;
-                if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    return None;
-                }
-                out.push(u8::from_str_radix(hex, 16).ok()?);
-                i += 3;
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            b => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    Some(String::from_utf8_lossy(&out).into_owned())
 }
 
 /// Go's `Convert_Slice_string_To_bool`: false for `0` and `false` in any case.

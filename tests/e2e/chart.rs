@@ -51,7 +51,12 @@ pub fn run_helm(args: &[&str]) -> String {
     String::from_utf8(output.stdout).expect("helm prints UTF-8")
 }
 
-/// `helm template bindery <chart> -n <namespace> <sets...>`.
+/// The exported resources of the examples, as `--set-json` gives them to
+/// the chart (`rbac.exportedResources` has no default).
+pub const EXPORTED_RESOURCES: &str = r#"rbac.exportedResources=[{"apiGroups":["db.example.com","anynines.com"],"resources":["*"],"verbs":["get","list","watch","create","update","patch","delete","deletecollection"]}]"#;
+
+/// `helm template bindery <chart> -n <namespace> <sets...>`, with the
+/// examples' exported resources.
 fn template(namespace: &str, sets: &[&str]) -> String {
     let chart = chart_dir();
     let mut args = vec![
@@ -60,6 +65,8 @@ fn template(namespace: &str, sets: &[&str]) -> String {
         chart.to_str().unwrap(),
         "-n",
         namespace,
+        "--set-json",
+        EXPORTED_RESOURCES,
     ];
     for set in sets {
         args.extend(["--set", set]);
@@ -107,7 +114,7 @@ fn helm_lint_passes_in_every_mode() {
         ][..],
         &["pki.existingSecret=bindery-pki", "replicaCount=1"][..],
     ] {
-        let mut args = vec!["lint", "--strict", chart];
+        let mut args = vec!["lint", "--strict", chart, "--set-json", EXPORTED_RESOURCES];
         for set in sets {
             args.extend(["--set", set]);
         }
@@ -116,7 +123,8 @@ fn helm_lint_passes_in_every_mode() {
     }
     // A value of the wrong shape fails the lint: it is a real check.
     let broken = Command::new(helm())
-        .args(["lint", "--strict", chart, "--set", "service.port=[1]"])
+        .args(["lint", "--strict", chart, "--set-json", EXPORTED_RESOURCES])
+        .args(["--set", "service.port=[1]"])
         .output()
         .expect("helm runs");
     assert!(
@@ -311,5 +319,47 @@ fn the_provider_role_cannot_grant_beyond_itself() {
                 "impersonation of anything: {rule}"
             );
         }
+    }
+}
+
+/// The provider side names the groups bindery may reach: without
+/// `rbac.exportedResources` the chart refuses to render it (it used to
+/// default to every group), and with them no rule reaches every group.
+#[test]
+fn the_provider_side_reaches_only_the_groups_it_is_told() {
+    let chart = chart_dir();
+    let unnamed = Command::new(helm())
+        .args([
+            "template",
+            "bindery",
+            chart.to_str().unwrap(),
+            "-n",
+            "bindery-system",
+        ])
+        .args(["--set", "rbac.providerOnly=true"])
+        .output()
+        .expect("helm runs");
+    assert!(
+        !unnamed.status.success(),
+        "the provider side rendered without exported resources:\n{}",
+        String::from_utf8_lossy(&unnamed.stdout)
+    );
+    let said = String::from_utf8_lossy(&unnamed.stderr);
+    assert!(
+        said.contains("rbac.exportedResources is required"),
+        "{said}"
+    );
+    let rendered = objects(&template("bindery-system", &["rbac.providerOnly=true"]));
+    let role = rendered
+        .iter()
+        .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "bindery:provider")
+        .unwrap_or_else(|| panic!("the provider ClusterRole: {:?}", kinds(&rendered)));
+    for rule in role["rules"].as_array().expect("rules") {
+        assert!(
+            !rule["apiGroups"]
+                .as_array()
+                .is_some_and(|groups| groups.iter().any(|g| g == "*")),
+            "a rule of every group: {rule}"
+        );
     }
 }

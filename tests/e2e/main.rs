@@ -39,6 +39,7 @@ mod operations;
 mod owners;
 mod pods;
 mod recording_server;
+mod replicas;
 mod rolling_restart;
 mod serving;
 mod side_by_side;

@@ -205,7 +205,7 @@ fn port_forward(app: &Cluster, target: &str, port: &str) -> PortForward {
     PortForward(child, port)
 }
 
-fn wait_until(what: &str, seconds: u64, mut done: impl FnMut() -> Result<(), String>) {
+pub(crate) fn wait_until(what: &str, seconds: u64, mut done: impl FnMut() -> Result<(), String>) {
     let deadline = Instant::now() + Duration::from_secs(seconds);
     loop {
         match done() {
@@ -270,6 +270,8 @@ fn bindery_runs_as_pods_and_serves_through_the_aggregator() {
             "bindery-system",
             "--set",
             "rbac.providerOnly=true",
+            "--set-json",
+            crate::chart::EXPORTED_RESOURCES,
             "--set",
             "rbac.metricsReaders[0].kind=ServiceAccount",
             "--set",
@@ -313,7 +315,8 @@ fn bindery_runs_as_pods_and_serves_through_the_aggregator() {
              image: {{repository: {repository}, tag: {tag}, pullPolicy: Never}}\n\
              hostAliases: [{{ip: {ip}, hostnames: [kubernetes]}}]\n\
              env: [{{name: RUST_LOG, value: 'warn,bindery=debug'}}]\n\
-             terminationGracePeriodSeconds: 30\n",
+             terminationGracePeriodSeconds: 30\n\
+             goawayChance: 0.02\n",
             ip = node.node_ip
         ),
     )
@@ -508,6 +511,13 @@ fn bindery_runs_as_pods_and_serves_through_the_aggregator() {
 
     scrape_metrics(app, provider, &serving_ca);
     crate::rolling_restart::under_a_watch(app, &node.dir);
+    crate::replicas::scaled_and_killed_under_watches(
+        app,
+        provider,
+        &format!("{cluster_namespace}-default"),
+        &node.containerd,
+        &serving_ca,
+    );
     down_leaves_nothing(&node);
 }
 
@@ -515,6 +525,29 @@ fn bindery_runs_as_pods_and_serves_through_the_aggregator() {
 /// `rbac.metricsReaders` names reads it, and the pods together counted the
 /// requests they served through the aggregator; no credentials is a 401.
 fn scrape_metrics(app: &Cluster, provider: &Cluster, serving_ca: &Path) {
+    let counted = aggregated_requests(app, provider, serving_ca);
+    assert!(
+        counted.values().any(|n| n.requests > 0.0),
+        "no pod counted an aggregated request for postgresqlinstances: {counted:?}"
+    );
+}
+
+/// What a server pod served through the aggregator, of postgresqlinstances.
+#[derive(Debug)]
+pub(crate) struct Served {
+    /// Requests finished.
+    pub(crate) requests: f64,
+    /// Watches open now.
+    pub(crate) watching: f64,
+}
+
+/// What each server pod served, read from its /metrics as the chart's
+/// metrics reader (and checked to be a 401 without credentials).
+pub(crate) fn aggregated_requests(
+    app: &Cluster,
+    provider: &Cluster,
+    serving_ca: &Path,
+) -> std::collections::BTreeMap<String, Served> {
     let token = provider.kubectl(&["-n", "bindery-system", "create", "token", "scraper"]);
     let pods = app.kubectl(&[
         "-n",
@@ -526,7 +559,7 @@ fn scrape_metrics(app: &Cluster, provider: &Cluster, serving_ca: &Path) {
         "-o",
         "jsonpath={.items[*].metadata.name}",
     ]);
-    let mut counted = vec![];
+    let mut counted = std::collections::BTreeMap::new();
     for pod in pods.split_whitespace() {
         let forward = port_forward(app, &format!("pod/{pod}"), "8443");
         let url = format!("https://localhost:{}/metrics", forward.1);
@@ -541,23 +574,25 @@ fn scrape_metrics(app: &Cluster, provider: &Cluster, serving_ca: &Path) {
         let (status, body) = scrape(Some(token.trim()));
         let text = body.as_str().unwrap_or_default().to_string();
         assert_eq!(status, 200, "{pod}: {text}");
-        counted.extend(
+        let sum = |metric: &str| -> f64 {
             text.lines()
                 .filter(|l| {
-                    l.starts_with("apiserver_request_total{")
+                    l.starts_with(&format!("{metric}{{"))
                         && l.contains("endpoint=\"aggregated\"")
                         && l.contains("postgresqlinstances")
-                        && !l.ends_with(" 0")
                 })
-                .map(|l| format!("{pod}: {l}")),
-        );
+                .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+                .sum()
+        };
+        let served = Served {
+            requests: sum("apiserver_request_total"),
+            watching: sum("apiserver_longrunning_requests"),
+        };
+        counted.insert(pod.to_string(), served);
         let (status, _) = scrape(None);
         assert_eq!(status, 401, "{pod} without credentials");
     }
-    assert!(
-        !counted.is_empty(),
-        "no pod counted an aggregated request for postgresqlinstances"
-    );
+    counted
 }
 
 /// `cluster.sh down` stops the node and takes along what it made outside

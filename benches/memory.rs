@@ -7,8 +7,11 @@
 //! after the catalog holds every consumer, after the traffic, and the peak,
 //! and the peak's growth per consumer; then how long a new replica takes to
 //! be ready with every consumer there, and the provider LISTs it makes for
-//! that. `cargo bench --bench memory` runs the
-//! full size; `cargo test` runs it with 10 consumers as a smoke test.
+//! that. Between the two, the fleet's steady load on the same consumers
+//! (`support/fleet.rs`: a watch each, a list and a get each, 20 writes/s;
+//! `BINDERY_BENCH_FLEET_SECONDS`, 60 by default). `cargo bench --bench
+//! memory` runs the full size; `cargo test` runs it with 10 consumers as a
+//! smoke test.
 //! `BINDERY_BENCH_HTTP2=1` makes each consumer's client speak HTTP/2, as
 //! an aggregator does. Results and the command are recorded in
 //! `benches/RESULTS.md`.
@@ -16,6 +19,8 @@
 #[allow(dead_code)]
 #[path = "../tests/e2e/fixture.rs"]
 mod fixture;
+#[path = "support/fleet.rs"]
+mod fleet;
 #[path = "../tests/e2e/http2.rs"]
 mod http2;
 
@@ -448,6 +453,15 @@ fn main() {
              peak growth {:.1} KiB per consumer (target: <= 50 KiB)",
             growth as f64 / consumers as f64
         );
+        // The fleet's steady load on the same consumers (issue 36).
+        let seconds = std::env::var("BINDERY_BENCH_FLEET_SECONDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(if benching { 60 } else { 3 });
+        let clean = fleet::run(&clients, GROUP, RESOURCES, seconds, bindery.child.id()).await;
+        let (rss, _) = bindery.memory();
+        println!("fleet: RSS {rss} KiB after the phase (its watches closed)");
+        assert!(clean || benching, "the fleet phase had failures (above)");
         drop(clients);
         new_replica(&pki, consumers).await;
     });

@@ -28,7 +28,7 @@ pub fn consumer_kubeconfig(
         "contexts": [{"name": consumer, "context": {"cluster": "bindery", "user": consumer}}],
         "current-context": consumer,
     });
-    serde_yaml::to_string(&value).expect("a kubeconfig serializes")
+    serde_norway::to_string(&value).expect("a kubeconfig serializes")
 }
 
 #[cfg(test)]
@@ -38,7 +38,7 @@ mod tests {
     #[test]
     fn server_carries_the_consumer_path() {
         let text = consumer_kubeconfig("https://127.0.0.1:8443/", "c1", b"ca", b"cert", b"key");
-        let value: serde_json::Value = serde_yaml::from_str(&text).unwrap();
+        let value: serde_json::Value = serde_norway::from_str(&text).unwrap();
         assert_eq!(
             value["clusters"][0]["cluster"]["server"],
             "https://127.0.0.1:8443/clusters/c1"

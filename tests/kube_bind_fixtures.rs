@@ -32,7 +32,7 @@ fn objects(plural: &str, version: &str) -> Vec<Value> {
     let path = dir().join(format!("{plural}.{version}.yaml"));
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    serde_yaml::Deserializer::from_str(&text)
+    serde_norway::Deserializer::from_str(&text)
         .map(|document| Value::deserialize(document).expect("a fixture is YAML"))
         .collect()
 }

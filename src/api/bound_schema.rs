@@ -226,7 +226,7 @@ status:
             "    schema:\n      type: object\n      x-kubernetes-preserve-unknown-fields: true",
         );
         assert_ne!(bare, EXAMPLE, "the example has the wrapped form");
-        let schema: BoundSchema = serde_yaml::from_str(&bare).unwrap();
+        let schema: BoundSchema = serde_norway::from_str(&bare).unwrap();
         let openapi = schema.spec.versions[1]
             .schema
             .as_ref()
@@ -237,7 +237,7 @@ status:
 
     #[test]
     fn crd_spec_carries_the_crd_fields() {
-        let schema: BoundSchema = serde_yaml::from_str(EXAMPLE).unwrap();
+        let schema: BoundSchema = serde_norway::from_str(EXAMPLE).unwrap();
         let crd = schema.spec.crd_spec();
         assert_eq!(crd.group, "db.example.com");
         assert_eq!(crd.scope, "Namespaced");
@@ -259,8 +259,8 @@ status:
     #[test]
     fn unknown_enum_strings_are_rejected() {
         let bad_scope = EXAMPLE.replace("  scope: Namespaced", "  scope: Global");
-        assert!(serde_yaml::from_str::<BoundSchema>(&bad_scope).is_err());
+        assert!(serde_norway::from_str::<BoundSchema>(&bad_scope).is_err());
         let bad_informer = EXAMPLE.replace("informerScope: Namespaced", "informerScope: All");
-        assert!(serde_yaml::from_str::<BoundSchema>(&bad_informer).is_err());
+        assert!(serde_norway::from_str::<BoundSchema>(&bad_informer).is_err());
     }
 }

@@ -69,7 +69,7 @@ pub fn crds_yaml() -> Vec<(String, String)> {
     crds()
         .iter()
         .map(|crd| {
-            let yaml = serde_yaml::to_string(crd)
+            let yaml = serde_norway::to_string(crd)
                 .expect("a CustomResourceDefinition always serializes to YAML");
             (crd_file_name(crd), format!("{CRD_FILE_HEADER}{yaml}"))
         })
@@ -201,7 +201,7 @@ mod tests {
     #[test]
     fn enums_list_only_strings() {
         for (name, yaml) in crds_yaml() {
-            let crd: Value = serde_yaml::from_str(&yaml).unwrap();
+            let crd: Value = serde_norway::from_str(&yaml).unwrap();
             walk(&crd, "", &mut |path, node| {
                 if let Some(Value::Array(allowed)) = node.get("enum") {
                     assert!(
@@ -243,7 +243,7 @@ mod tests {
     fn yaml_files_start_with_the_header_and_parse_back() {
         for (name, yaml) in crds_yaml() {
             assert!(yaml.starts_with(CRD_FILE_HEADER), "{name}");
-            let parsed: CustomResourceDefinition = serde_yaml::from_str(&yaml).unwrap();
+            let parsed: CustomResourceDefinition = serde_norway::from_str(&yaml).unwrap();
             assert_eq!(crd_file_name(&parsed), name);
         }
     }

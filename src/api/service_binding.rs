@@ -302,6 +302,6 @@ status:
     #[test]
     fn unknown_enum_strings_are_rejected() {
         let bad_state = EXAMPLE.replace("state: Rejected", "state: Maybe");
-        assert!(serde_yaml::from_str::<APIServiceBinding>(&bad_state).is_err());
+        assert!(serde_norway::from_str::<APIServiceBinding>(&bad_state).is_err());
     }
 }

@@ -236,10 +236,10 @@ status:
     #[test]
     fn unknown_enum_strings_are_rejected() {
         let bad_isolation = EXAMPLE.replace("isolation: Prefixed", "isolation: Sideways");
-        assert!(serde_yaml::from_str::<APIServiceExport>(&bad_isolation).is_err());
+        assert!(serde_norway::from_str::<APIServiceExport>(&bad_isolation).is_err());
         let bad_scope = EXAMPLE.replace("informerScope: Namespaced", "informerScope: Namespace");
-        assert!(serde_yaml::from_str::<APIServiceExport>(&bad_scope).is_err());
+        assert!(serde_norway::from_str::<APIServiceExport>(&bad_scope).is_err());
         let bad_owner = EXAMPLE.replace("owner: Provider", "owner: provider");
-        assert!(serde_yaml::from_str::<APIServiceExport>(&bad_owner).is_err());
+        assert!(serde_norway::from_str::<APIServiceExport>(&bad_owner).is_err());
     }
 }

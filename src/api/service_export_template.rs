@@ -234,8 +234,8 @@ spec:
     fn unknown_enum_strings_are_rejected() {
         let bad_policy =
             KUBE_BIND_FORM.replace("schemaUpdatePolicy: Always", "schemaUpdatePolicy: always");
-        assert!(serde_yaml::from_str::<APIServiceExportTemplate>(&bad_policy).is_err());
+        assert!(serde_norway::from_str::<APIServiceExportTemplate>(&bad_policy).is_err());
         let bad_scope = KUBE_BIND_FORM.replace("scope: Namespaced", "scope: Everywhere");
-        assert!(serde_yaml::from_str::<APIServiceExportTemplate>(&bad_scope).is_err());
+        assert!(serde_norway::from_str::<APIServiceExportTemplate>(&bad_scope).is_err());
     }
 }

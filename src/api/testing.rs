@@ -15,7 +15,7 @@ pub fn assert_json_round_trip<T: Serialize + DeserializeOwned>(json: &str) -> T 
 /// Like [`assert_json_round_trip`], for a YAML example.
 #[track_caller]
 pub fn assert_yaml_round_trip<T: Serialize + DeserializeOwned>(yaml: &str) -> T {
-    let expected: Value = serde_yaml::from_str(yaml).expect("the example is YAML");
+    let expected: Value = serde_norway::from_str(yaml).expect("the example is YAML");
     round_trip(expected)
 }
 

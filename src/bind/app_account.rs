@@ -120,5 +120,5 @@ pub(super) fn account_kubeconfig(config: &kube::Config, token: &str) -> Result<S
         "contexts": [{"name": "app", "context": {"cluster": "app", "user": app_objects::ACCOUNT}}],
         "users": [{"name": app_objects::ACCOUNT, "user": {"token": token}}],
     });
-    Ok(serde_yaml::to_string(&kubeconfig)?)
+    Ok(serde_norway::to_string(&kubeconfig)?)
 }

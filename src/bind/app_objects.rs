@@ -238,7 +238,7 @@ pub fn binding(inputs: &BindingInputs) -> Vec<Value> {
     objects.push(json!({
         "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
         "metadata": {"name": secret, "namespace": NAMESPACE, "labels": labels},
-        "stringData": {"kubeconfig": serde_yaml::to_string(&provider_kubeconfig)
+        "stringData": {"kubeconfig": serde_norway::to_string(&provider_kubeconfig)
             .expect("a kubeconfig serializes")},
     }));
     let claims: Vec<AcceptablePermissionClaim> = inputs

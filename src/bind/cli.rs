@@ -429,7 +429,7 @@ fn yaml_documents(objects: &[Value], template: &str, url: &str) -> Result<String
     );
     for object in objects {
         out.push_str("---\n");
-        out.push_str(&serde_yaml::to_string(object)?);
+        out.push_str(&serde_norway::to_string(object)?);
     }
     Ok(out)
 }

@@ -47,7 +47,7 @@ pub fn version(name: &str, served: bool) -> CustomResourceDefinitionVersion {
 /// The specs of `testdata/crds.yaml`, all versions.
 pub fn captured_specs_all_versions() -> Vec<CustomResourceDefinitionSpec> {
     let text = std::fs::read_to_string(format!("{DIR}/crds.yaml")).expect("read crds.yaml");
-    serde_yaml::Deserializer::from_str(&text)
+    serde_norway::Deserializer::from_str(&text)
         .map(|doc| {
             CustomResourceDefinition::deserialize(doc)
                 .expect("a CRD")

@@ -400,16 +400,16 @@ fn yaml_object(
 /// A YAML document as JSON; the first document of a stream, as
 /// `sigs.k8s.io/yaml` takes it, and null for an empty one.
 ///
-/// serde_yaml reads 128 levels, yaml.v2 10,000 (its `max_flow_level` and
-/// `max_indents`): past serde_yaml's limit, a document that is JSON (as
+/// serde_norway (like the serde_yaml it continues) reads 128 levels, yaml.v2 10,000 (its `max_flow_level` and
+/// `max_indents`): past that limit, a document that is JSON (as
 /// kubectl's and client-go's apply configurations are) is read as the JSON
 /// it is, as deep as Go reads JSON.
 fn yaml(body: &[u8]) -> Result<Value, String> {
-    let first = serde_yaml::Deserializer::from_slice(body).next();
+    let first = serde_norway::Deserializer::from_slice(body).next();
     let Some(document) = first else {
         return Ok(Value::Null);
     };
-    let value: serde_yaml::Value = match serde::Deserialize::deserialize(document) {
+    let value: serde_norway::Value = match serde::Deserialize::deserialize(document) {
         Ok(value) => value,
         Err(error) if error.to_string().starts_with("recursion limit exceeded") => {
             return json::decode(body)

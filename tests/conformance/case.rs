@@ -25,7 +25,7 @@ pub struct Step {
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
     /// A request body: a string is sent as is, anything else as JSON.
-    pub body: Option<serde_yaml::Value>,
+    pub body: Option<serde_norway::Value>,
     /// A request body given as base64, for bytes YAML cannot hold (invalid
     /// UTF-8).
     pub body_base64: Option<String>,
@@ -64,7 +64,7 @@ pub fn load(dir: &Path) -> Result<Vec<(String, Case)>, String> {
         let text =
             std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
         let parsed: Vec<Case> =
-            serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+            serde_norway::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?;
         let stem = file
             .file_stem()
             .unwrap_or_default()

@@ -223,7 +223,7 @@ impl Actor {
                     .expect("body_base64 is base64")
             }
             None => Vec::new(),
-            Some(serde_yaml::Value::String(text)) => substitute(text, vars).into_bytes(),
+            Some(serde_norway::Value::String(text)) => substitute(text, vars).into_bytes(),
             Some(value) => {
                 let json = serde_json::to_string(value).expect("YAML body converts to JSON");
                 substitute(&json, vars).into_bytes()

@@ -176,8 +176,8 @@ fn a_registration_for_another_app_cluster_is_refused() {
 /// The test clusters' kubeconfigs name certificate files; bindery takes
 /// inline data only.
 fn inline_kubeconfig(text: &str) -> String {
-    let mut config: serde_yaml::Value = serde_yaml::from_str(text).unwrap();
-    let inline = |value: &mut serde_yaml::Value, file_key: &str, data_key: &str| {
+    let mut config: serde_norway::Value = serde_norway::from_str(text).unwrap();
+    let inline = |value: &mut serde_norway::Value, file_key: &str, data_key: &str| {
         if let Some(path) = value
             .get(file_key)
             .and_then(|p| p.as_str())
@@ -210,7 +210,7 @@ fn inline_kubeconfig(text: &str) -> String {
         );
         inline(&mut user["user"], "client-key", "client-key-data");
     }
-    serde_yaml::to_string(&config).unwrap()
+    serde_norway::to_string(&config).unwrap()
 }
 
 /// A client certificate signed by `cluster`'s client CA for `user` in

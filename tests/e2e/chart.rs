@@ -76,7 +76,7 @@ fn template(namespace: &str, sets: &[&str]) -> String {
 
 /// The rendered objects as JSON values.
 fn objects(rendered: &str) -> Vec<serde_json::Value> {
-    serde_yaml::Deserializer::from_str(rendered)
+    serde_norway::Deserializer::from_str(rendered)
         .filter_map(|doc| {
             let value: serde_json::Value =
                 serde::Deserialize::deserialize(doc).expect("helm renders YAML");

@@ -1130,7 +1130,7 @@ fn consumer_owned_claimed_writes_are_read_and_answered_as_the_app_cluster_would(
         (201, "application/yaml")
     );
     assert_eq!(straight.content_type, "application/yaml");
-    let yaml: serde_json::Value = serde_yaml::from_slice(&through.body).unwrap();
+    let yaml: serde_json::Value = serde_norway::from_slice(&through.body).unwrap();
     assert_eq!(yaml["data"]["k"], "v");
     let tabled = unique_name("table");
     let (through, straight) = both(

@@ -490,7 +490,7 @@ fn every_kube_bind_fixture_is_valid() {
     assert_eq!(files.len(), 12, "{files:?}");
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
-        for document in serde_yaml::Deserializer::from_str(&text) {
+        for document in serde_norway::Deserializer::from_str(&text) {
             let mut object: Value = serde::Deserialize::deserialize(document).unwrap();
             apply_fixture(cluster, &mut object, &file);
         }

@@ -70,7 +70,9 @@ pub fn decode(content_type: &str, body: &[u8]) -> Vec<Value> {
         return bindery::wire::protobuf::decode(body).into_iter().collect();
     }
     if content_type.starts_with("application/yaml") {
-        return serde_yaml::from_slice::<Value>(body).into_iter().collect();
+        return serde_norway::from_slice::<Value>(body)
+            .into_iter()
+            .collect();
     }
     if let Ok(value) = serde_json::from_slice::<Value>(body) {
         return vec![value];

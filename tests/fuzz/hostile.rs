@@ -684,7 +684,7 @@ impl Context<'_> {
 
 /// A JSON value as YAML, the simple way (JSON is YAML).
 fn crate_yaml(value: &serde_json::Value) -> Vec<u8> {
-    serde_yaml::to_string(value)
+    serde_norway::to_string(value)
         .unwrap_or_default()
         .into_bytes()
 }

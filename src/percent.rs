@@ -1,8 +1,9 @@
 //! Percent-decoding of what arrives escaped (path segments, front-proxy
 //! header keys, query keys and values), strict as Go's `url.PathUnescape`
 //! and `url.QueryUnescape`, which kube-apiserver uses: a `%` not followed
-//! by two hex digits decodes to nothing. The one decoder bindery has, on
-//! the `percent-encoding` crate.
+//! by two hex digits decodes to nothing, and so does a path or header key
+//! whose bytes are not UTF-8. The one decoder bindery has, on the
+//! `percent-encoding` crate.
 
 use std::borrow::Cow;
 
@@ -25,7 +26,11 @@ pub fn decode_query(text: &str) -> Option<String> {
     if !well_formed(text) {
         return None;
     }
-    let spaced = text.replace('+', " ");
+    // Most keys and values hold no `+`: no copy for them.
+    let spaced = match text.contains('+') {
+        true => Cow::Owned(text.replace('+', " ")),
+        false => Cow::Borrowed(text),
+    };
     Some(
         percent_encoding::percent_decode_str(&spaced)
             .decode_utf8_lossy()

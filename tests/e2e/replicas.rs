@@ -13,14 +13,14 @@
 
 use crate::fixture::{Cluster, kubectl_path};
 use crate::pods::{aggregated_requests, wait_until};
+use crate::rolling_restart::COLLECTION;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const COLLECTION: &str = "/apis/db.example.com/v1/namespaces/default/postgresqlinstances";
 const WATCHERS: usize = 4;
 
 /// One watcher's view: the store its events made, every event it saw, and
@@ -77,22 +77,7 @@ fn version_of(metadata: &serde_json::Value) -> u64 {
 /// One watch request from `version` through the app cluster, its events
 /// applied to the watcher's store; the last resourceVersion it saw.
 fn watch_round(app: &Cluster, version: &str, seen: &Mutex<Watcher>) -> String {
-    let (cert, key) = app.pki.admin();
-    let mut child = Command::new("curl")
-        .args(["-sS", "-N", "--fail-with-body", "--cacert"])
-        .arg(app.pki.ca())
-        .arg("--cert")
-        .arg(cert)
-        .arg("--key")
-        .arg(key)
-        .arg(format!(
-            "{}{COLLECTION}?watch=1&allowWatchBookmarks=true&timeoutSeconds=60&resourceVersion={version}",
-            app.server
-        ))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("curl runs");
+    let mut child = crate::rolling_restart::curl_watch(app, version, 60);
     seen.lock().unwrap().curl = Some(child.id());
     let mut version = version.to_string();
     for line in BufReader::new(child.stdout.take().unwrap()).lines() {

@@ -29,13 +29,15 @@ struct Seen {
     stopped: bool,
 }
 
-const COLLECTION: &str = "/apis/db.example.com/v1/namespaces/default/postgresqlinstances";
+pub(crate) const COLLECTION: &str =
+    "/apis/db.example.com/v1/namespaces/default/postgresqlinstances";
 
-/// One watch request from `version`, its events recorded as they come;
-/// returns the last resourceVersion it saw.
-fn watch_round(app: &Cluster, version: &str, seen: &Mutex<Seen>) -> String {
+/// curl watching the app cluster's default namespace of
+/// postgresqlinstances from `version` for `seconds`, as the cluster's
+/// admin, its events on stdout; an error status fails it (with the body).
+pub(crate) fn curl_watch(app: &Cluster, version: &str, seconds: u32) -> std::process::Child {
     let (cert, key) = app.pki.admin();
-    let mut child = Command::new("curl")
+    Command::new("curl")
         .args(["-sS", "-N", "--fail-with-body", "--cacert"])
         .arg(app.pki.ca())
         .arg("--cert")
@@ -43,13 +45,19 @@ fn watch_round(app: &Cluster, version: &str, seen: &Mutex<Seen>) -> String {
         .arg("--key")
         .arg(key)
         .arg(format!(
-            "{}{COLLECTION}?watch=1&allowWatchBookmarks=true&timeoutSeconds=240&resourceVersion={version}",
+            "{}{COLLECTION}?watch=1&allowWatchBookmarks=true&timeoutSeconds={seconds}&resourceVersion={version}",
             app.server
         ))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("curl runs");
+        .expect("curl runs")
+}
+
+/// One watch request from `version`, its events recorded as they come;
+/// returns the last resourceVersion it saw.
+fn watch_round(app: &Cluster, version: &str, seen: &Mutex<Seen>) -> String {
+    let mut child = curl_watch(app, version, 240);
     seen.lock().unwrap().curl = Some(child.id());
     let (started, started_at) = (Instant::now(), version.to_string());
     let mut version = version.to_string();

@@ -7,6 +7,7 @@
 //! encoded as the consumer negotiated.
 
 pub mod access;
+mod gate;
 pub mod namespaces;
 mod patch;
 mod table;
@@ -284,6 +285,7 @@ impl Exchange<'_> {
             let cap = |used| self.namespace_cap(used);
             self.proxy.namespaces.ensure(bound, namespace, cap).await?;
         }
+        self.close_unreadable_namespaces().await;
         match self.request.verb {
             Verb::Watch => {
                 let watch = self.watch(provider).await?;
@@ -674,6 +676,32 @@ impl Exchange<'_> {
         }
     }
 
+    /// A list or watch across namespaces, made as bindery: the provider
+    /// namespaces the consumer's account may not read are closed in the
+    /// view (`gate`), so their objects reach the caller from neither the
+    /// provider nor the cache.
+    async fn close_unreadable_namespaces(&mut self) {
+        let verb = match self.request.verb {
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            _ => return,
+        };
+        let bound = &self.served.bound;
+        let (Some(access), None, true) = (
+            &self.proxy.access,
+            &self.resource.namespace,
+            bound.namespaced,
+        ) else {
+            return;
+        };
+        let namespaces = self.proxy.namespaces.all(bound);
+        for closed in gate::unreadable(access, bound, verb, namespaces).await {
+            tracing::warn!(consumer = %bound.consumer, resource = %bound.qualified_resource(),
+                "a provider namespace of the consumer's is not readable by its account: its objects are left out");
+            self.view.bound.namespaces.close(closed);
+        }
+    }
+
     /// Whether the shared cache may answer this read (`verb`: list or
     /// watch) without asking the provider: a request made as the consumer
     /// only where its account may read, as the provider's review says; one
@@ -798,8 +826,14 @@ impl Exchange<'_> {
             && self.request.output.media != Media::Protobuf
     }
 
+    /// The view's translation (its map has the namespaces a request made
+    /// or closed), for the cache.
     fn translation(&self) -> Translation {
-        translation(self.bound(), &self.proxy.tokens, self.view.scope.clone())
+        translation(
+            &self.view.bound,
+            &self.proxy.tokens,
+            self.view.scope.clone(),
+        )
     }
 
     /// Any request but a watch: sent, and its answer read and translated.

@@ -29,18 +29,35 @@ impl NamespaceProvisioner {
     /// How many provider namespaces the consumer has: recorded, or made by
     /// this replica and not yet seen recorded.
     pub fn used(&self, bound: &BoundResource) -> u64 {
+        (bound.namespaces.recorded().count() + self.pending(bound).len()) as u64
+    }
+
+    /// Every provider namespace the consumer has: recorded, or made by this
+    /// replica and not yet seen recorded.
+    pub fn all(&self, bound: &BoundResource) -> Vec<String> {
+        let mut all: Vec<String> = bound
+            .namespaces
+            .recorded()
+            .map(|(provider, _)| provider.to_string())
+            .collect();
+        all.extend(self.pending(bound));
+        all
+    }
+
+    /// The provider namespaces this replica made for the consumer and has
+    /// not yet seen recorded.
+    fn pending(&self, bound: &BoundResource) -> Vec<String> {
         let recorded: std::collections::BTreeSet<&str> = bound
             .namespaces
             .recorded()
             .map(|(provider, _)| provider)
             .collect();
         let prefix = format!("{}-", bound.namespaces.cluster_namespace());
-        let pending = self
-            .made
+        self.made
             .iter()
             .filter(|made| made.starts_with(&prefix) && !recorded.contains(made.as_str()))
-            .count();
-        (recorded.len() + pending) as u64
+            .map(|made| made.key().clone())
+            .collect()
     }
 
     /// Whether consumer namespace `consumer_ns` has its provider namespace:

@@ -8,6 +8,10 @@
 //! which no consumer namespace's scheme name can be (a namespace never
 //! starts with `-`), and finds it back only by its record.
 //!
+//! A map may also *close* provider namespaces: objects there are no longer
+//! found back to a consumer namespace (`proxy::gate` closes those that the
+//! consumer's provider account may not read).
+//!
 //! A map is cheap to clone (its records are shared), and carries a
 //! generation that names its records: two maps of one cluster namespace with
 //! the same generation map alike, so what was translated under one holds
@@ -30,6 +34,8 @@ pub struct NamespaceMap {
 struct Records {
     to_provider: BTreeMap<String, String>,
     to_consumer: BTreeMap<String, String>,
+    /// Provider namespaces whose objects are found back to none.
+    closed: std::collections::BTreeSet<String>,
 }
 
 /// Maps are equal when they map alike, whatever their generations.
@@ -52,7 +58,6 @@ impl NamespaceMap {
 
     /// Records that consumer namespace `consumer` lives in provider namespace `provider`.
     pub fn insert(&mut self, consumer: impl Into<String>, provider: impl Into<String>) {
-        static GENERATIONS: AtomicU64 = AtomicU64::new(1);
         let (consumer, provider) = (consumer.into(), provider.into());
         let records = Arc::make_mut(&mut self.records);
         if let Some(old) = records
@@ -62,6 +67,21 @@ impl NamespaceMap {
             records.to_consumer.remove(&old);
         }
         records.to_consumer.insert(provider, consumer);
+        self.renamed();
+    }
+
+    /// Closes provider namespace `provider`: its objects map to no consumer
+    /// namespace from now on, recorded or named by the scheme.
+    pub fn close(&mut self, provider: impl Into<String>) {
+        Arc::make_mut(&mut self.records)
+            .closed
+            .insert(provider.into());
+        self.renamed();
+    }
+
+    /// A generation no other map's records had.
+    fn renamed(&mut self) {
+        static GENERATIONS: AtomicU64 = AtomicU64::new(1);
         self.generation = GENERATIONS.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -91,6 +111,9 @@ impl NamespaceMap {
     /// The consumer namespace of provider namespace `provider`, if it is one of
     /// this consumer's.
     pub fn to_consumer(&self, provider: &str) -> Option<String> {
+        if self.records.closed.contains(provider) {
+            return None;
+        }
         if let Some(consumer) = self.records.to_consumer.get(provider) {
             return Some(consumer.clone());
         }
@@ -238,6 +261,29 @@ mod tests {
                 proptest::prop_assert_eq!(map.to_consumer(&pa), None);
             }
         }
+    }
+
+    #[test]
+    fn a_closed_namespace_is_no_consumers() {
+        let mut map = NamespaceMap::new("kube-bind-abc");
+        map.insert("team", "elsewhere");
+        let open = map.clone();
+        map.close("elsewhere");
+        map.close("kube-bind-abc-default");
+        assert_eq!(map.to_consumer("elsewhere"), None, "a recorded one");
+        assert_eq!(
+            map.to_consumer("kube-bind-abc-default"),
+            None,
+            "a scheme one"
+        );
+        assert_eq!(
+            map.to_consumer("kube-bind-abc-other").as_deref(),
+            Some("other"),
+            "others stay open"
+        );
+        assert_ne!(map.generation(), open.generation(), "it maps otherwise");
+        assert_ne!(map, open);
+        assert_eq!(open.to_consumer("elsewhere").as_deref(), Some("team"));
     }
 
     #[test]

@@ -546,6 +546,98 @@ async fn reads_the_shared_cache_answers_are_bounded_by_the_consumers_provider_rb
     }
 }
 
+/// The injected bug, as above, in a read across namespaces, which goes to
+/// the provider as bindery (RBAC cannot grant one consumer its objects of
+/// every namespace): each provider namespace of the binding is reviewed
+/// for its account, and one the account may not read is closed, so the
+/// victim's object reaches the attacker from neither the provider nor the
+/// shared cache, in any form. The victim's own account is answered with it.
+#[tokio::test]
+async fn reads_across_namespaces_show_only_what_the_consumers_account_may_read() {
+    let victim = consumer("imp-victim5");
+    let attacker = consumer("imp-attacker5");
+    victim
+        .client()
+        .await
+        .request::<Value>(
+            http::Request::post(format!("/apis/{GROUP}/v1/namespaces/shared/guards"))
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(&guard("victims-object5", "secret")).unwrap())
+                .unwrap(),
+        )
+        .await
+        .expect("the victim creates its object");
+    let victim_provider_ns = format!("{}-shared", victim.cluster_namespace);
+    let map = [("shared", victim_provider_ns.as_str())];
+    let own = view(binding(
+        "imp-victim5",
+        &victim.cluster_namespace,
+        identity(&victim),
+        &map,
+    ));
+    let tampered = view(binding(
+        "imp-victim5",
+        &attacker.cluster_namespace,
+        identity(&victim),
+        &map,
+    ));
+    let reads = [
+        ("consistent list", "", "application/json"),
+        (
+            "list at a version",
+            "&resourceVersion=0",
+            "application/json",
+        ),
+        ("table", "", TABLE),
+        ("table at a version", "&resourceVersion=0", TABLE),
+        ("metadata list", "", METADATA),
+        ("watch", "&watch=1&resourceVersion=0", "application/json"),
+        (
+            "metadata watch",
+            "&watch=1&resourceVersion=0",
+            METADATA_EVENTS,
+        ),
+    ];
+    let asked = |query, accept| Asked {
+        method: "GET",
+        namespace: None,
+        name: None,
+        query,
+        accept,
+    };
+    for cached in [false, true] {
+        let proxy = proxy_with(cached).await;
+        for (form, query, accept) in reads {
+            // The cache may list before the victim's object reaches it.
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            loop {
+                let (status, body) = send(&proxy, &own, &asked(query, accept), None).await;
+                assert_eq!(
+                    status, 200,
+                    "{form} as the victim (cached: {cached}): {body}"
+                );
+                if body.contains("victims-object5") {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{form} as the victim (cached: {cached}) has its object: {body}"
+                );
+            }
+            let (status, body) = send(&proxy, &tampered, &asked(query, accept), None).await;
+            assert_eq!(
+                status, 200,
+                "{form} as the attacker (cached: {cached}): {body}"
+            );
+            assert!(
+                !body.contains("victims-object5"),
+                "{form} as the attacker (cached: {cached}): {body}"
+            );
+            assert!(!body.contains(&victim.cluster_namespace), "{form}: {body}");
+        }
+    }
+}
+
 /// The injected bug: a cluster-scoped binding made as an account the
 /// provider granted nothing of the resource. Every collection request
 /// (list, watch, create, deletecollection) is made as that account, as a

@@ -44,26 +44,19 @@ impl Attributes {
     /// The SubjectAccessReview asking whether the user may do this.
     pub fn review(&self) -> SubjectAccessReview {
         let non_empty = |s: &Option<String>| s.clone().filter(|s| !s.is_empty());
-        SubjectAccessReview {
-            spec: SubjectAccessReviewSpec {
-                user: Some(self.user.name.clone()),
-                uid: self.user.uid.clone(),
-                groups: Some(self.user.groups.clone()),
-                extra: (!self.user.extra.is_empty()).then(|| self.user.extra.clone()),
-                resource_attributes: Some(ResourceAttributes {
-                    verb: Some(self.verb.as_str().to_string()),
-                    group: Some(self.group.clone()),
-                    version: Some(self.version.clone()),
-                    resource: Some(self.resource.clone()),
-                    subresource: non_empty(&self.subresource),
-                    namespace: non_empty(&self.namespace),
-                    name: non_empty(&self.name),
-                    ..Default::default()
-                }),
+        review_of(
+            &self.user,
+            ResourceAttributes {
+                verb: Some(self.verb.as_str().to_string()),
+                group: Some(self.group.clone()),
+                version: Some(self.version.clone()),
+                resource: Some(self.resource.clone()),
+                subresource: non_empty(&self.subresource),
+                namespace: non_empty(&self.namespace),
+                name: non_empty(&self.name),
                 ..Default::default()
             },
-            ..Default::default()
-        }
+        )
     }
 
     /// kube-apiserver's 403 for these attributes, with the authorizer's
@@ -91,6 +84,23 @@ impl Attributes {
             self.name.as_deref().filter(|n| !n.is_empty()),
             &message,
         )
+    }
+}
+
+/// The SubjectAccessReview asking whether `user` may act on the resource
+/// `resource` names: the one place a review of a resource is written, for
+/// an app cluster's users, a binder, and a consumer's provider account.
+pub fn review_of(user: &RequestUser, resource: ResourceAttributes) -> SubjectAccessReview {
+    SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(user.name.clone()),
+            uid: user.uid.clone(),
+            groups: Some(user.groups.clone()),
+            extra: (!user.extra.is_empty()).then(|| user.extra.clone()),
+            resource_attributes: Some(resource),
+            ..Default::default()
+        },
+        ..Default::default()
     }
 }
 
@@ -134,20 +144,13 @@ impl PathAttributes {
 
 impl Access for PathAttributes {
     fn review(&self) -> SubjectAccessReview {
-        SubjectAccessReview {
-            spec: SubjectAccessReviewSpec {
-                user: Some(self.user.name.clone()),
-                uid: self.user.uid.clone(),
-                groups: Some(self.user.groups.clone()),
-                extra: (!self.user.extra.is_empty()).then(|| self.user.extra.clone()),
-                non_resource_attributes: Some(NonResourceAttributes {
-                    verb: Some(self.verb.clone()),
-                    path: Some(self.path.clone()),
-                }),
-                ..Default::default()
-            },
-            ..Default::default()
-        }
+        let mut review = review_of(&self.user, ResourceAttributes::default());
+        review.spec.resource_attributes = None;
+        review.spec.non_resource_attributes = Some(NonResourceAttributes {
+            verb: Some(self.verb.clone()),
+            path: Some(self.path.clone()),
+        });
+        review
     }
 
     /// `User "alice" cannot get path "/metrics"`, as kube-apiserver words it.

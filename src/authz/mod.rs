@@ -12,7 +12,7 @@ pub mod cache;
 use crate::status::ApiError;
 use attributes::Access;
 use cache::{CacheSettings, Decision, DecisionCache};
-use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+use k8s_openapi::api::authorization::v1::{SubjectAccessReview, SubjectAccessReviewStatus};
 use kube::api::{Api, PostParams};
 use std::time::Instant;
 
@@ -82,15 +82,9 @@ impl Authorizer {
         }
         metrics.decision_cache(false);
         let asked = Instant::now();
-        let answer = Api::<SubjectAccessReview>::all(client.clone())
-            .create(&PostParams::default(), &review)
-            .await;
-        metrics.access_review(match &answer {
-            Ok(_) => Some(201),
-            Err(error) => crate::metrics::auth::code_of(error),
-        });
-        let answer = answer.map_err(|error| ApiError::internal(error.to_string()))?;
-        let status = answer.status.unwrap_or_default();
+        let status = ask(client, &review)
+            .await
+            .map_err(|error| ApiError::internal(error.to_string()))?;
         let decision = if status.allowed {
             Decision::Allowed
         } else {
@@ -107,4 +101,23 @@ impl Authorizer {
     pub fn cached(&self) -> (usize, usize) {
         self.cache.len()
     }
+}
+
+/// Sends `review` to the cluster `client` reaches, counted in
+/// `apiserver_delegated_authz_request_total`: the one place bindery asks a
+/// cluster for a decision (the [`Authorizer`], and the provider RBAC check
+/// of a consumer's account, `proxy::access`, which keeps its answers its own
+/// way).
+pub async fn ask(
+    client: &kube::Client,
+    review: &SubjectAccessReview,
+) -> kube::Result<SubjectAccessReviewStatus> {
+    let answer = Api::<SubjectAccessReview>::all(client.clone())
+        .create(&PostParams::default(), review)
+        .await;
+    crate::metrics::metrics().auth.access_review(match &answer {
+        Ok(_) => Some(201),
+        Err(error) => crate::metrics::auth::code_of(error),
+    });
+    Ok(answer?.status.unwrap_or_default())
 }

@@ -10,9 +10,7 @@ use crate::authz::attributes::RequestUser;
 use crate::authz::cache::Decision;
 use crate::authz::{Authorizer, PROVIDER};
 use crate::status::ApiError;
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
-};
+use k8s_openapi::api::authorization::v1::ResourceAttributes;
 
 /// A binder: a user of the provider cluster.
 pub type Binder = RequestUser;
@@ -60,24 +58,17 @@ pub async fn may(
     binder: &Binder,
     action: &Action<'_>,
 ) -> Result<bool, ApiError> {
-    let review = SubjectAccessReview {
-        spec: SubjectAccessReviewSpec {
-            user: Some(binder.name.clone()),
-            uid: binder.uid.clone(),
-            groups: Some(binder.groups.clone()),
-            extra: (!binder.extra.is_empty()).then(|| binder.extra.clone()),
-            resource_attributes: Some(ResourceAttributes {
-                verb: Some(action.verb.into()),
-                group: Some(action.group.into()),
-                resource: Some(action.resource.into()),
-                namespace: action.namespace.map(str::to_string),
-                name: Some(action.name.into()),
-                ..Default::default()
-            }),
+    let review = crate::authz::attributes::review_of(
+        binder,
+        ResourceAttributes {
+            verb: Some(action.verb.into()),
+            group: Some(action.group.into()),
+            resource: Some(action.resource.into()),
+            namespace: action.namespace.map(str::to_string),
+            name: Some(action.name.into()),
             ..Default::default()
         },
-        ..Default::default()
-    };
+    );
     let decision = authorizer
         .review(provider, PROVIDER, review)
         .await

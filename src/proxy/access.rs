@@ -18,10 +18,7 @@
 use crate::status::ApiError;
 use crate::translate::BoundResource;
 use crate::translate::identity::{EXPORT_EXTRA, consumer_account, consumer_account_groups};
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
-};
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::authorization::v1::ResourceAttributes;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, Mutex};
@@ -165,31 +162,28 @@ impl Access {
 
     async fn allowed(&self, bound: &BoundResource, attempt: &Attempt) -> kube::Result<bool> {
         let cluster_namespace = bound.namespaces.cluster_namespace();
-        let review = SubjectAccessReview {
-            spec: SubjectAccessReviewSpec {
-                user: Some(consumer_account(cluster_namespace)),
-                groups: Some(consumer_account_groups(cluster_namespace)),
-                extra: Some(BTreeMap::from([(
-                    EXPORT_EXTRA.to_string(),
-                    vec![bound.identity.label_value().to_string()],
-                )])),
-                resource_attributes: Some(ResourceAttributes {
-                    verb: Some(attempt.verb.into()),
-                    group: Some(attempt.group.clone()),
-                    resource: Some(attempt.resource.clone()),
-                    subresource: attempt.subresource.clone(),
-                    namespace: attempt.namespace.clone(),
-                    name: attempt.name.clone(),
-                    ..Default::default()
-                }),
+        let account = crate::auth::RequestUser {
+            name: consumer_account(cluster_namespace),
+            uid: None,
+            groups: consumer_account_groups(cluster_namespace),
+            extra: BTreeMap::from([(
+                EXPORT_EXTRA.to_string(),
+                vec![bound.identity.label_value().to_string()],
+            )]),
+        };
+        let review = crate::authz::attributes::review_of(
+            &account,
+            ResourceAttributes {
+                verb: Some(attempt.verb.into()),
+                group: Some(attempt.group.clone()),
+                resource: Some(attempt.resource.clone()),
+                subresource: attempt.subresource.clone(),
+                namespace: attempt.namespace.clone(),
+                name: attempt.name.clone(),
                 ..Default::default()
             },
-            ..Default::default()
-        };
-        let answer = Api::<SubjectAccessReview>::all(self.client.clone())
-            .create(&PostParams::default(), &review)
-            .await?;
-        Ok(answer.status.is_some_and(|s| s.allowed))
+        );
+        Ok(crate::authz::ask(&self.client, &review).await?.allowed)
     }
 }
 

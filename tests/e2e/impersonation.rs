@@ -457,6 +457,44 @@ const METADATA: &str = "application/json;as=PartialObjectMetadataList;v=v1;g=met
 /// A metadata watch's, as client-go's metadata informer asks.
 const METADATA_EVENTS: &str = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io";
 
+/// The victim `victim` with its object `object` in namespace `shared`, and
+/// two views of its binding: its own, and the injected bug, the same
+/// binding (its identity, its namespace) made as `attacker`'s account.
+async fn victim_and_tampered(
+    victim: &str,
+    attacker: &str,
+    object: &str,
+) -> (ConsumerView, ConsumerView) {
+    let (victim_id, victim) = (victim, consumer(victim));
+    let attacker = consumer(attacker);
+    victim
+        .client()
+        .await
+        .request::<Value>(
+            http::Request::post(format!("/apis/{GROUP}/v1/namespaces/shared/guards"))
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(&guard(object, "secret")).unwrap())
+                .unwrap(),
+        )
+        .await
+        .expect("the victim creates its object");
+    let victim_provider_ns = format!("{}-shared", victim.cluster_namespace);
+    let map = [("shared", victim_provider_ns.as_str())];
+    let own = view(binding(
+        victim_id,
+        &victim.cluster_namespace,
+        identity(&victim),
+        &map,
+    ));
+    let tampered = view(binding(
+        victim_id,
+        &attacker.cluster_namespace,
+        identity(&victim),
+        &map,
+    ));
+    (own, tampered)
+}
+
 /// The injected bug: a binding of the victim's (its identity, its
 /// namespace) made as the attacker's account. What the shared watch cache
 /// answers without asking the provider (a list at a version, a watch, in
@@ -466,33 +504,8 @@ const METADATA_EVENTS: &str = "application/json;as=PartialObjectMetadata;v=v1;g=
 /// answered from the same cache, with the victim's object.
 #[tokio::test]
 async fn reads_the_shared_cache_answers_are_bounded_by_the_consumers_provider_rbac() {
-    let victim = consumer("imp-victim3");
-    let attacker = consumer("imp-attacker3");
-    victim
-        .client()
-        .await
-        .request::<Value>(
-            http::Request::post(format!("/apis/{GROUP}/v1/namespaces/shared/guards"))
-                .header("content-type", "application/json")
-                .body(serde_json::to_vec(&guard("victims-object", "secret")).unwrap())
-                .unwrap(),
-        )
-        .await
-        .expect("the victim creates its object");
-    let victim_provider_ns = format!("{}-shared", victim.cluster_namespace);
-    let map = [("shared", victim_provider_ns.as_str())];
-    let own = view(binding(
-        "imp-victim3",
-        &victim.cluster_namespace,
-        identity(&victim),
-        &map,
-    ));
-    let tampered = view(binding(
-        "imp-victim3",
-        &attacker.cluster_namespace,
-        identity(&victim),
-        &map,
-    ));
+    let (own, tampered) =
+        victim_and_tampered("imp-victim3", "imp-attacker3", "victims-object").await;
     let proxy = proxy_with(true).await;
     let reads = [
         (
@@ -554,33 +567,8 @@ async fn reads_the_shared_cache_answers_are_bounded_by_the_consumers_provider_rb
 /// shared cache, in any form. The victim's own account is answered with it.
 #[tokio::test]
 async fn reads_across_namespaces_show_only_what_the_consumers_account_may_read() {
-    let victim = consumer("imp-victim5");
-    let attacker = consumer("imp-attacker5");
-    victim
-        .client()
-        .await
-        .request::<Value>(
-            http::Request::post(format!("/apis/{GROUP}/v1/namespaces/shared/guards"))
-                .header("content-type", "application/json")
-                .body(serde_json::to_vec(&guard("victims-object5", "secret")).unwrap())
-                .unwrap(),
-        )
-        .await
-        .expect("the victim creates its object");
-    let victim_provider_ns = format!("{}-shared", victim.cluster_namespace);
-    let map = [("shared", victim_provider_ns.as_str())];
-    let own = view(binding(
-        "imp-victim5",
-        &victim.cluster_namespace,
-        identity(&victim),
-        &map,
-    ));
-    let tampered = view(binding(
-        "imp-victim5",
-        &attacker.cluster_namespace,
-        identity(&victim),
-        &map,
-    ));
+    let (own, tampered) =
+        victim_and_tampered("imp-victim5", "imp-attacker5", "victims-object5").await;
     let reads = [
         ("consistent list", "", "application/json"),
         (
@@ -633,7 +621,7 @@ async fn reads_across_namespaces_show_only_what_the_consumers_account_may_read()
                 !body.contains("victims-object5"),
                 "{form} as the attacker (cached: {cached}): {body}"
             );
-            assert!(!body.contains(&victim.cluster_namespace), "{form}: {body}");
+            assert!(!body.contains(&own.cluster_namespace), "{form}: {body}");
         }
     }
 }

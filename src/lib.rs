@@ -31,6 +31,7 @@ pub mod migrate;
 pub mod moved_owners;
 pub mod percent;
 pub mod provider_namespace;
+pub mod providers;
 pub mod proxy;
 pub mod quota;
 pub mod request_body;

@@ -47,6 +47,42 @@ enum Command {
     /// the konnector, take the export over, adopt the synced objects on the
     /// provider, remove the copied CRD. Safe to run again.
     Migrate(MigrateArgs),
+    /// Serve an app cluster's bound groups from several providers: each
+    /// namespace from the provider its Namespace names (label
+    /// `bindery.dev/provider`, else the default), lists and watches across
+    /// namespaces from all of them as one.
+    Route(RouteArgs),
+}
+
+#[derive(clap::Args)]
+struct RouteArgs {
+    /// The app cluster's kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// A provider, `NAME=KUBECONFIG`: its name (a DNS label, what Namespaces are labelled with)
+    /// and the consumer kubeconfig of its bindery (`bindery consumer-kubeconfig`). Repeated.
+    #[arg(long = "provider", required = true, value_parser = provider_flag)]
+    providers: Vec<(String, PathBuf)>,
+    /// The provider of every namespace whose Namespace names none.
+    #[arg(long)]
+    default_provider: String,
+    /// Address to listen on; port 0 picks a free one (the address is printed).
+    #[arg(long, default_value = "0.0.0.0:8443")]
+    listen: std::net::SocketAddr,
+    /// The serving certificate (PEM) the app cluster's APIServices trust.
+    #[arg(long)]
+    tls_cert_file: PathBuf,
+    /// Its key.
+    #[arg(long)]
+    tls_private_key_file: PathBuf,
+}
+
+/// `NAME=KUBECONFIG`.
+fn provider_flag(text: &str) -> Result<(String, PathBuf), String> {
+    let (name, path) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not NAME=KUBECONFIG"))?;
+    Ok((name.to_string(), PathBuf::from(path)))
 }
 
 #[derive(clap::Args)]
@@ -400,6 +436,7 @@ fn main() -> anyhow::Result<()> {
         Command::Bind(args) => bind(args),
         Command::Unbind(args) => unbind(args),
         Command::Migrate(args) => migrate(args),
+        Command::Route(args) => route(args),
     }
 }
 
@@ -511,6 +548,20 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         request_body_timeout: std::time::Duration::from_secs(args.request_body_timeout),
         shutdown_delay: std::time::Duration::from_secs(args.shutdown_delay_duration),
     }))
+}
+
+fn route(args: RouteArgs) -> anyhow::Result<()> {
+    let runtime = bindery::deep::runtime().context("starting the async runtime")?;
+    runtime.block_on(bindery::providers::serve::run(
+        bindery::providers::serve::Options {
+            kubeconfig: args.kubeconfig,
+            providers: args.providers,
+            default_provider: args.default_provider,
+            listen: args.listen,
+            serving_cert: args.tls_cert_file,
+            serving_key: args.tls_private_key_file,
+        },
+    ))
 }
 
 fn controllers(args: ControllersArgs) -> anyhow::Result<()> {

@@ -253,6 +253,12 @@ impl ApiError {
         .with_details(json!({}))
     }
 
+    /// `410 Expired`: kube-apiserver's answer to a list or watch from a
+    /// resourceVersion it no longer holds (`NewResourceExpired`).
+    pub fn expired(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
     /// `503 ServiceUnavailable`.
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(503, "ServiceUnavailable", message)

@@ -74,7 +74,7 @@ fn same_token_issuer(a: &Registration, b: &Registration) -> bool {
 
 /// The front-proxy CA and allowed names the app cluster publishes; `None`
 /// when they cannot be read.
-async fn front_proxy(client: &kube::Client) -> Option<(String, Vec<String>)> {
+pub async fn front_proxy(client: &kube::Client) -> Option<(String, Vec<String>)> {
     let config_maps = Api::<ConfigMap>::namespaced(client.clone(), "kube-system");
     let deadline = Instant::now() + RBAC_GRACE;
     loop {

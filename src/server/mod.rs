@@ -70,12 +70,6 @@ pub async fn run(
     connections: Connections,
     shutdown: impl Future<Output = ()>,
 ) {
-    let Connections {
-        idle_timeout,
-        goaway_chance,
-        max_streams,
-    } = connections;
-    let acceptor = TlsAcceptor::from(Arc::new(tls));
     // Outermost first, as a request passes them; no layer reads the body.
     let stack = ServiceBuilder::new()
         .layer(layers::ResponseHeadersLayer)
@@ -85,6 +79,39 @@ pub async fn run(
         .layer(authn::AuthnLayer::new(Arc::new(authentication)))
         .layer(authz::AuthzLayer::new(authz::Authorization(app.clone())))
         .service(Router::new(app));
+    serve(tls, listener, connections, shutdown, stack).await;
+}
+
+/// A request as the listener hands it to a service: its body read to its
+/// end even when the service does not, the client's certificate
+/// ([`crate::auth::PeerCertificate`]) and TLS server name ([`ServerName`])
+/// in its extensions.
+pub type Incoming = http::Request<unread::Unread<hyper::body::Incoming>>;
+
+/// Serves `stack` on `listener`, over TLS with `tls`, until `shutdown`
+/// completes: the connection handling every server of bindery's shares
+/// (bindery itself, and the router of `crate::providers`).
+pub async fn serve<S, B>(
+    tls: rustls::ServerConfig,
+    listener: TcpListener,
+    connections: Connections,
+    shutdown: impl Future<Output = ()>,
+    stack: S,
+) where
+    S: tower::Service<Incoming, Response = http::Response<B>, Error = std::convert::Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let Connections {
+        idle_timeout,
+        goaway_chance,
+        max_streams,
+    } = connections;
+    let acceptor = TlsAcceptor::from(Arc::new(tls));
     // Every connection holds a receiver: shutdown tells them all to drain,
     // and is over when the last one has been dropped.
     let (stop, stopping) = watch::channel(false);

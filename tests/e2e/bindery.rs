@@ -125,61 +125,85 @@ impl Bindery {
         isolation: &str,
         claims: serde_json::Value,
     ) -> Consumer {
-        let provider = &clusters().provider;
-        let cluster_namespace = format!("kube-bind-{id}");
-        let _ = provider.kubectl_output(&["create", "namespace", &cluster_namespace], None);
-        let spec = provider.kubectl(&["get", "crd", crd, "-o", "jsonpath={.spec}"]);
-        let spec: serde_json::Value = serde_json::from_str(&spec).expect("CRD spec is JSON");
         let (plural, group) = crd.split_once('.').expect("crd is <plural>.<group>");
-        let bound_schema = serde_json::json!({
-            "apiVersion": "kube-bind.io/v1alpha2", "kind": "BoundSchema",
-            "metadata": {"name": crd, "namespace": cluster_namespace,
-                "labels": {"bindery.dev/managed": "true"}},
-            "spec": {
-                "informerScope": "Namespaced",
-                "group": spec["group"], "names": spec["names"],
-                "scope": scope.map_or(spec["scope"].clone(), serde_json::Value::from),
-                "versions": spec["versions"], "conversion": spec["conversion"],
-            },
-        });
-        provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&bound_schema.to_string()));
-        // The export's identity, as the controllers would make it: a Secret
-        // beside the export (made first, so that the controllers adopt it
-        // rather than make their own), and the sha256 of its key in the status.
-        let key = format!("{id}/{export}/{}", std::process::id());
-        let identity = sha256_hex(key.as_bytes());
-        let secret = serde_json::json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": format!("{export}-identity"), "namespace": cluster_namespace},
-            "stringData": {"key": key},
-        });
-        provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&secret.to_string()));
-        let export_object = serde_json::json!({
-            "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExport",
-            "metadata": {"name": export, "namespace": cluster_namespace,
-                "labels": {"bindery.dev/managed": "true"}},
-            "spec": {
-                "resources": [{"group": group, "resource": plural, "versions": ["v1"]}],
-                "informerScope": "Namespaced", "isolation": isolation,
-                "permissionClaims": claims,
-            },
-        });
-        provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&export_object.to_string()));
-        provider.kubectl(&[
-            "-n",
-            &cluster_namespace,
-            "patch",
-            "apiserviceexport",
+        export_for(
+            &clusters().provider,
+            id,
+            crd,
             export,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            &format!(r#"{{"status":{{"identityHash":"{identity}"}}}}"#),
-        ]);
+            scope,
+            isolation,
+            claims,
+        );
         let consumer = self.endpoint(id);
         consumer.wait_until_served(group, plural);
         consumer
     }
+}
+
+/// On the provider cluster `provider`, what the provider-side controllers
+/// make for consumer `id` (cluster namespace `kube-bind-<id>`) with an export
+/// of the CRD `crd` (`<plural>.<group>`) named `export`, bound with `scope`
+/// (the CRD's unless given) under `isolation`, claiming `claims`.
+pub fn export_for(
+    provider: &crate::fixture::Cluster,
+    id: &str,
+    crd: &str,
+    export: &str,
+    scope: Option<&str>,
+    isolation: &str,
+    claims: serde_json::Value,
+) {
+    let cluster_namespace = format!("kube-bind-{id}");
+    let _ = provider.kubectl_output(&["create", "namespace", &cluster_namespace], None);
+    let spec = provider.kubectl(&["get", "crd", crd, "-o", "jsonpath={.spec}"]);
+    let spec: serde_json::Value = serde_json::from_str(&spec).expect("CRD spec is JSON");
+    let (plural, group) = crd.split_once('.').expect("crd is <plural>.<group>");
+    let bound_schema = serde_json::json!({
+        "apiVersion": "kube-bind.io/v1alpha2", "kind": "BoundSchema",
+        "metadata": {"name": crd, "namespace": cluster_namespace,
+        "labels": {"bindery.dev/managed": "true"}},
+        "spec": {
+        "informerScope": "Namespaced",
+        "group": spec["group"], "names": spec["names"],
+        "scope": scope.map_or(spec["scope"].clone(), serde_json::Value::from),
+        "versions": spec["versions"], "conversion": spec["conversion"],
+        },
+    });
+    provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&bound_schema.to_string()));
+    // The export's identity, as the controllers would make it: a Secret
+    // beside the export (made first, so that the controllers adopt it
+    // rather than make their own), and the sha256 of its key in the status.
+    let key = format!("{id}/{export}/{}", std::process::id());
+    let identity = sha256_hex(key.as_bytes());
+    let secret = serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": format!("{export}-identity"), "namespace": cluster_namespace},
+        "stringData": {"key": key},
+    });
+    provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&secret.to_string()));
+    let export_object = serde_json::json!({
+        "apiVersion": "kube-bind.io/v1alpha2", "kind": "APIServiceExport",
+        "metadata": {"name": export, "namespace": cluster_namespace,
+        "labels": {"bindery.dev/managed": "true"}},
+        "spec": {
+        "resources": [{"group": group, "resource": plural, "versions": ["v1"]}],
+        "informerScope": "Namespaced", "isolation": isolation,
+        "permissionClaims": claims,
+        },
+    });
+    provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&export_object.to_string()));
+    provider.kubectl(&[
+        "-n",
+        &cluster_namespace,
+        "patch",
+        "apiserviceexport",
+        export,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &format!(r#"{{"status":{{"identityHash":"{identity}"}}}}"#),
+    ]);
 }
 
 impl Bindery {
@@ -249,7 +273,7 @@ impl Consumer {
     }
 
     /// Waits until bindery's catalog serves `<plural>.<group>` to this consumer.
-    fn wait_until_served(&self, group: &str, plural: &str) {
+    pub fn wait_until_served(&self, group: &str, plural: &str) {
         let path = format!("{}/apis/{group}/v1/{plural}", self.base_url);
         for _ in 0..100 {
             let output = Command::new("curl")
@@ -358,14 +382,21 @@ fn spawn_serving_only(
         .stdout(Stdio::piped())
         .spawn()
         .expect("bindery starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout is piped"))
-        .read_line(&mut line)
-        .expect("reading bindery's address");
+    let line = first_line(&mut child);
     let url = line
         .trim()
         .strip_prefix("bindery listening on ")
         .unwrap_or_else(|| panic!("bindery did not start: {line:?}"))
         .to_string();
     ServingOnly { child, url }
+}
+
+/// The first line `child` prints (its address, for bindery's commands that
+/// serve).
+pub fn first_line(child: &mut Child) -> String {
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout is piped"))
+        .read_line(&mut line)
+        .expect("reading what the child printed");
+    line
 }

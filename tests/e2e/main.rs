@@ -38,6 +38,7 @@ mod migrate;
 mod operations;
 mod owners;
 mod pods;
+mod providers;
 mod recording_server;
 mod replicas;
 mod rolling_restart;

@@ -1,0 +1,237 @@
+//! Reads across providers answered as one: the providers' lists (of the
+//! resource, of its metadata, or Tables) joined into one, in the order
+//! kube-apiserver lists (by namespace, then name), with a merged
+//! resourceVersion; and the providers' watch events interleaved into one
+//! stream, each event's object carrying the merged version it brings the
+//! stream to, so that a client resumes from any event exactly. Pure.
+
+use super::version::Versions;
+use crate::status::ApiError;
+use serde_json::{Value, json};
+
+/// The annotation of the bookmark that ends a watch's initial events
+/// (`sendInitialEvents`).
+pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
+/// The providers' lists `answers` (one per provider, in the router's order)
+/// as one list at `versions`.
+pub fn lists(answers: Vec<Value>, versions: &Versions) -> Result<Value, ApiError> {
+    let mut answers = answers.into_iter();
+    let mut merged = answers
+        .next()
+        .ok_or_else(|| ApiError::internal("no provider answered"))?;
+    let field = field_of(&merged)?;
+    let mut entries = take(&mut merged, field);
+    for mut answer in answers {
+        if answer["kind"] != merged["kind"] || answer["apiVersion"] != merged["apiVersion"] {
+            return Err(unlike());
+        }
+        entries.extend(take(&mut answer, field));
+    }
+    // A stable sort: rows without their object keep the providers' order.
+    entries.sort_by(|a, b| key_of(a, field).cmp(&key_of(b, field)));
+    merged[field] = Value::Array(entries);
+    let metadata = merged
+        .as_object_mut()
+        .map(|object| object.entry("metadata").or_insert_with(|| json!({})))
+        .and_then(Value::as_object_mut)
+        .ok_or_else(unlike)?;
+    metadata.remove("continue");
+    metadata.remove("remainingItemCount");
+    metadata.insert("resourceVersion".into(), versions.text().into());
+    Ok(merged)
+}
+
+/// Where a list keeps its entries: `rows` of a Table, `items` of a list.
+fn field_of(list: &Value) -> Result<&'static str, ApiError> {
+    match list["kind"].as_str() {
+        Some("Table") if list["rows"].is_array() || list["rows"].is_null() => Ok("rows"),
+        Some(kind)
+            if kind.ends_with("List") && (list["items"].is_array() || list["items"].is_null()) =>
+        {
+            Ok("items")
+        }
+        _ => Err(unlike()),
+    }
+}
+
+fn take(list: &mut Value, field: &str) -> Vec<Value> {
+    match list.get_mut(field).map(Value::take) {
+        Some(Value::Array(entries)) => entries,
+        _ => Vec::new(),
+    }
+}
+
+/// The key kube-apiserver lists in: namespace, then name (a Table row's
+/// object's, when it has one).
+fn key_of<'a>(entry: &'a Value, field: &str) -> Option<(&'a str, &'a str)> {
+    let metadata = match field {
+        "rows" => &entry["object"]["metadata"],
+        _ => &entry["metadata"],
+    };
+    let name = metadata["name"].as_str()?;
+    Some((metadata["namespace"].as_str().unwrap_or(""), name))
+}
+
+fn unlike() -> ApiError {
+    ApiError::internal("the providers answered a list in different forms")
+}
+
+/// The providers' watches, interleaved: what each of their events becomes
+/// in the one stream.
+#[derive(Debug)]
+pub struct Watches {
+    versions: Versions,
+    /// Which providers have ended their initial events, for a watch asked
+    /// for them (`sendInitialEvents`); `None` otherwise.
+    initial_ended: Option<Vec<bool>>,
+}
+
+impl Watches {
+    /// A watch across providers from `versions`, waiting for every
+    /// provider's end of initial events when `initial_events` was asked.
+    pub fn new(versions: Versions, providers: usize, initial_events: bool) -> Self {
+        Self {
+            versions,
+            initial_ended: initial_events.then(|| vec![false; providers]),
+        }
+    }
+
+    /// The event provider `index` sent, as the client gets it: its
+    /// object's version is the merged one it brings the stream to. A
+    /// provider's end of initial events is held until every provider has
+    /// sent its own, and then sent once. `None`: nothing to send for it.
+    pub fn event(&mut self, index: usize, mut event: Value) -> Option<Value> {
+        let kind = event["type"].as_str().unwrap_or_default().to_string();
+        if kind == "ERROR" {
+            return Some(event);
+        }
+        let object = event.get_mut("object")?;
+        let own = object["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        self.versions.advance(index, &own);
+        let ends_initial =
+            kind == "BOOKMARK" && object["metadata"]["annotations"][INITIAL_EVENTS_END] == "true";
+        if ends_initial && let Some(ended) = self.initial_ended.as_mut() {
+            if let Some(slot) = ended.get_mut(index) {
+                *slot = true;
+            }
+            if !ended.iter().all(|done| *done) {
+                return None;
+            }
+            self.initial_ended = None;
+        }
+        if let Some(metadata) = object
+            .as_object_mut()
+            .map(|object| object.entry("metadata").or_insert_with(|| json!({})))
+            .and_then(Value::as_object_mut)
+        {
+            metadata.insert("resourceVersion".into(), self.versions.text().into());
+        }
+        Some(event)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(namespace: &str, name: &str, version: &str) -> Value {
+        json!({"metadata": {"namespace": namespace, "name": name, "resourceVersion": version}})
+    }
+
+    fn list(items: Vec<Value>, version: &str) -> Value {
+        json!({"kind": "WidgetList", "apiVersion": "example.com/v1",
+            "metadata": {"resourceVersion": version, "continue": "x", "remainingItemCount": 1},
+            "items": items})
+    }
+
+    #[test]
+    fn lists_join_in_namespace_then_name_order_at_the_merged_version() {
+        let east = list(vec![item("a", "x", "5"), item("c", "a", "6")], "9");
+        let west = list(vec![item("b", "z", "70"), item("a", "y", "71")], "80");
+        let versions = Versions::parse("9.80", 2).expect("versions");
+        let merged = lists(vec![east, west], &versions).expect("merged");
+        let names: Vec<String> = merged["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|i| {
+                format!(
+                    "{}/{}",
+                    i["metadata"]["namespace"].as_str().unwrap(),
+                    i["metadata"]["name"].as_str().unwrap()
+                )
+            })
+            .collect();
+        assert_eq!(names, ["a/x", "a/y", "b/z", "c/a"]);
+        assert_eq!(merged["metadata"], json!({"resourceVersion": "9.80"}));
+        // Each object keeps its own provider's version: a write with it goes
+        // to that provider.
+        assert_eq!(merged["items"][1]["metadata"]["resourceVersion"], "71");
+    }
+
+    #[test]
+    fn tables_join_their_rows_by_the_rows_objects() {
+        let table = |rows: Vec<Value>| {
+            json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1",
+            "metadata": {"resourceVersion": "1"}, "columnDefinitions": [{"name": "Name"}], "rows": rows})
+        };
+        let row = |ns: &str, name: &str| json!({"cells": [name], "object": item(ns, name, "1")});
+        let merged = lists(
+            vec![table(vec![row("b", "q")]), table(vec![row("a", "p")])],
+            &Versions::parse("1.1", 2).expect("versions"),
+        )
+        .expect("merged");
+        assert_eq!(merged["rows"][0]["cells"], json!(["p"]));
+        assert_eq!(merged["columnDefinitions"], json!([{"name": "Name"}]));
+    }
+
+    #[test]
+    fn lists_of_different_forms_are_refused() {
+        let table = json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "rows": []});
+        let error = lists(vec![list(vec![], "1"), table], &Versions::all("0", 2))
+            .expect_err("a list and a Table");
+        assert_eq!(error.code, 500);
+        assert!(lists(vec![json!({"kind": "Status"})], &Versions::all("0", 1)).is_err());
+    }
+
+    fn event(kind: &str, version: &str) -> Value {
+        json!({"type": kind, "object": {"metadata": {"name": "n", "resourceVersion": version}}})
+    }
+
+    #[test]
+    fn each_event_carries_the_version_it_brings_the_stream_to() {
+        let mut watches = Watches::new(Versions::parse("10.20", 2).expect("v"), 2, false);
+        let first = watches.event(1, event("ADDED", "21")).expect("sent");
+        assert_eq!(first["object"]["metadata"]["resourceVersion"], "10.21");
+        let second = watches.event(0, event("MODIFIED", "11")).expect("sent");
+        assert_eq!(second["object"]["metadata"]["resourceVersion"], "11.21");
+        let error = json!({"type": "ERROR", "object": {"kind": "Status", "code": 410}});
+        assert_eq!(watches.event(0, error.clone()), Some(error));
+    }
+
+    #[test]
+    fn the_end_of_initial_events_is_sent_once_every_provider_has_ended_them() {
+        let end = |version: &str| {
+            json!({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": version,
+                "annotations": {INITIAL_EVENTS_END: "true"}}}})
+        };
+        let mut watches = Watches::new(Versions::all("0", 2), 2, true);
+        assert!(watches.event(0, event("ADDED", "3")).is_some());
+        assert_eq!(
+            watches.event(0, end("7")),
+            None,
+            "held for the other provider"
+        );
+        assert!(watches.event(1, event("ADDED", "40")).is_some());
+        let ended = watches.event(1, end("44")).expect("both ended");
+        assert_eq!(ended["object"]["metadata"]["resourceVersion"], "7.44");
+        assert_eq!(
+            ended["object"]["metadata"]["annotations"][INITIAL_EVENTS_END],
+            "true"
+        );
+    }
+}

@@ -1,0 +1,662 @@
+//! The router's serving (`bindery route`): the app cluster's aggregator
+//! calls it as it calls any aggregated API server. A caller is its front
+//! proxy (a client certificate of the requestheader CA the app cluster
+//! publishes, an allowed name) on behalf of the user it names; a resource
+//! request is authorized by the app cluster (a SubjectAccessReview), then
+//! sent to the provider that owns it ([`super::routes`]) at that provider's
+//! bindery, with the consumer's own credential, and its answer passed back
+//! as that bindery made it. Lists and watches across namespaces ask every
+//! provider and are answered as one ([`super::merge`]). Discovery and
+//! OpenAPI are the default provider's.
+
+use super::merge::{self, Watches};
+use super::routes::Routes;
+use super::version::{self, Asked, Versions};
+use crate::auth::{PeerCertificate, RequestUser};
+use crate::authz::Authorizer;
+use crate::authz::attributes::Attributes;
+use crate::forward::encode::ErrorForm;
+use crate::route::{ApiPath, Endpoint, ResourceRequest, Verb};
+use crate::server::Incoming;
+use crate::status::ApiError;
+use crate::upstream::{BoxBody, BoxError};
+use bytes::Bytes;
+use futures::{SinkExt, StreamExt};
+use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
+use http::{HeaderMap, HeaderValue, Method, Response, StatusCode};
+use http_body_util::{BodyExt, Full, Limited, StreamBody};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// One provider as the router reaches it: the consumer endpoint of its
+/// bindery (`https://<bindery>/clusters/<consumer>`), with the consumer's
+/// credential.
+pub struct Provider {
+    pub name: String,
+    pub client: kube::Client,
+}
+
+/// The app cluster's front proxy, as its kube-apiserver publishes it.
+pub struct FrontProxy {
+    pub ca: crate::auth::trust::CaVerifier,
+    /// Common names its certificate may have; empty: any.
+    pub allowed_names: Vec<String>,
+}
+
+/// What the router holds.
+pub struct Router {
+    routes: Routes,
+    /// In the order of `routes`.
+    providers: Vec<kube::Client>,
+    app: kube::Client,
+    front_proxy: FrontProxy,
+    namespaces: Store<Namespace>,
+    authorizer: Authorizer,
+    /// Whether each resource of a group/version is namespaced, as the
+    /// default provider's discovery says, and when that was read.
+    scopes: Mutex<HashMap<String, Scopes>>,
+}
+
+/// Whether each resource of one group/version is namespaced, and when
+/// that was read.
+type Scopes = (Instant, HashMap<String, bool>);
+
+/// The scope the app cluster's decisions are cached under.
+const AUTHORIZATION_SCOPE: &str = "router";
+
+/// How long a group/version's discovery is kept.
+const SCOPES_KEPT: Duration = Duration::from_secs(30);
+
+/// The largest answer of one provider a merged list reads.
+const LARGEST_LIST: usize = 1 << 30;
+
+/// The request headers a provider is given; the rest stay with the router.
+const FORWARDED_REQUEST_HEADERS: [&str; 4] = ["accept", "content-type", "user-agent", "audit-id"];
+
+/// The answer headers the caller is given.
+const FORWARDED_ANSWER_HEADERS: [&str; 5] = [
+    "content-type",
+    "content-encoding",
+    "warning",
+    "retry-after",
+    "audit-id",
+];
+
+impl Router {
+    /// The router of `app`'s bound groups across `providers`, `default`
+    /// among them, recognising `front_proxy`. Serves once it has read the
+    /// app cluster's Namespaces (so that no request goes to the wrong
+    /// provider while it has not).
+    pub async fn new(
+        app: kube::Client,
+        providers: Vec<Provider>,
+        default: &str,
+        front_proxy: FrontProxy,
+    ) -> anyhow::Result<Arc<Self>> {
+        let names: Vec<String> = providers.iter().map(|p| p.name.clone()).collect();
+        let routes = Routes::new(names, default).map_err(anyhow::Error::msg)?;
+        let mut by_name: HashMap<String, kube::Client> = providers
+            .into_iter()
+            .map(|provider| (provider.name, provider.client))
+            .collect();
+        let providers = routes
+            .names()
+            .iter()
+            .filter_map(|name| by_name.remove(name))
+            .collect();
+        let (namespaces, writer) = reflector::store::<Namespace>();
+        let watch = reflector::reflector(
+            writer,
+            watcher(
+                kube::Api::<Namespace>::all(app.clone()),
+                watcher::Config::default(),
+            ),
+        )
+        .default_backoff()
+        .applied_objects();
+        tokio::spawn(watch.for_each(|_| std::future::ready(())));
+        tokio::time::timeout(Duration::from_secs(60), namespaces.wait_until_ready())
+            .await
+            .map_err(|_| anyhow::anyhow!("the app cluster's Namespaces were not read in 60 s"))??;
+        Ok(Arc::new(Self {
+            routes,
+            providers,
+            app,
+            front_proxy,
+            namespaces,
+            authorizer: Authorizer::new(Default::default()),
+            scopes: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    /// Serves one request.
+    pub async fn serve(self: Arc<Self>, request: Incoming) -> Response<BoxBody> {
+        let errors = ErrorForm::of(request.headers(), request.uri().query());
+        let (parts, body) = request.into_parts();
+        match self.try_serve(parts, body).await {
+            Ok(response) => response,
+            Err(error) => errors.error(&error),
+        }
+    }
+
+    async fn try_serve(
+        &self,
+        parts: http::request::Parts,
+        body: crate::server::unread::Unread<hyper::body::Incoming>,
+    ) -> Result<Response<BoxBody>, ApiError> {
+        let path = match crate::route::parse(parts.uri.path()) {
+            Endpoint::Health => return Ok(crate::proxy::full(200, "text/plain", "ok")),
+            Endpoint::Aggregated { path } => path,
+            _ => return Err(ApiError::page_not_found()),
+        };
+        let user = self.caller(&parts)?;
+        let ApiPath::Resource(resource) = path else {
+            // Discovery and OpenAPI: one schema, the default provider's.
+            if parts.method != Method::GET {
+                return Err(ApiError::route_method_not_allowed());
+            }
+            return self
+                .forward(self.routes.default(), &parts, Bytes::new())
+                .await;
+        };
+        let user = user.ok_or_else(ApiError::unauthorized)?;
+        let verb =
+            Verb::of_query(&parts.method, &resource, parts.uri.query()).ok_or_else(|| {
+                ApiError::method_not_allowed(
+                    parts.method.as_str(),
+                    &resource.group,
+                    &resource.resource,
+                )
+            })?;
+        let attributes = Attributes::of(user, verb, &resource);
+        self.authorizer
+            .authorize(&self.app, AUTHORIZATION_SCOPE, &attributes)
+            .await?;
+        let body = crate::request_body::read(
+            body,
+            crate::request_body::MAX_BODY_BYTES,
+            crate::request_body::DEFAULT_TIMEOUT,
+        )
+        .await?;
+        match &resource.namespace {
+            Some(namespace) => {
+                let index = self.provider_of(namespace)?;
+                self.forward(index, &parts, body).await
+            }
+            None if !self.namespaced(&resource).await => {
+                self.forward(self.routes.default(), &parts, body).await
+            }
+            None => match verb {
+                Verb::List | Verb::DeleteCollection => self.merged_list(&parts, body).await,
+                Verb::Watch => self.merged_watch(&parts).await,
+                _ => self.forward(self.routes.default(), &parts, body).await,
+            },
+        }
+    }
+
+    /// The user the app cluster's front proxy calls for (`None`: it names
+    /// none, as its availability checks do); 401 for anyone else.
+    fn caller(&self, parts: &http::request::Parts) -> Result<Option<RequestUser>, ApiError> {
+        let peer = parts
+            .extensions
+            .get::<PeerCertificate>()
+            .ok_or_else(ApiError::unauthorized)?;
+        let allowed = self.front_proxy.allowed_names.is_empty()
+            || self.front_proxy.allowed_names.contains(&peer.common_name);
+        if !allowed || !self.front_proxy.ca.verifies(&peer.der) {
+            return Err(ApiError::unauthorized());
+        }
+        Ok(crate::auth::front_proxy::from_headers(&parts.headers))
+    }
+
+    /// The provider that owns `namespace`.
+    fn provider_of(&self, namespace: &str) -> Result<usize, ApiError> {
+        let found = self.namespaces.get(&ObjectRef::new(namespace));
+        let labels = found.as_ref().and_then(|ns| ns.metadata.labels.as_ref());
+        self.routes.of_namespace(namespace, labels)
+    }
+
+    /// Whether `resource` is namespaced, as the default provider's discovery
+    /// says (kept a while); a resource it does not list is taken as
+    /// cluster-scoped, and so asked of the default provider, which answers
+    /// for it.
+    async fn namespaced(&self, resource: &ResourceRequest) -> bool {
+        let key = format!("{}/{}", resource.group, resource.version);
+        let kept = |scopes: &HashMap<String, Scopes>| {
+            scopes
+                .get(&key)
+                .filter(|(read, _)| read.elapsed() < SCOPES_KEPT)
+                .map(|(_, resources)| resources.get(&resource.resource).copied())
+        };
+        if let Some(known) = kept(&self.scopes.lock().unwrap_or_else(|e| e.into_inner())) {
+            return known.unwrap_or(false);
+        }
+        let path = format!("/apis/{}/{}", resource.group, resource.version);
+        let request = http::Request::get(path)
+            .body(Vec::new())
+            .expect("a GET request builds");
+        let client = &self.providers[self.routes.default()];
+        let Ok(list) = client.request::<Value>(request).await else {
+            return false;
+        };
+        let resources: HashMap<String, bool> = list["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| Some((r["name"].as_str()?.to_string(), r["namespaced"].as_bool()?)))
+            .collect();
+        let namespaced = resources.get(&resource.resource).copied().unwrap_or(false);
+        self.scopes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, (Instant::now(), resources));
+        namespaced
+    }
+
+    /// Sends the request to provider `index` (its resourceVersions, in the
+    /// query and the body, made that provider's own) and passes its answer
+    /// back as it came.
+    async fn forward(
+        &self,
+        index: usize,
+        parts: &http::request::Parts,
+        body: Bytes,
+    ) -> Result<Response<BoxBody>, ApiError> {
+        let providers = self.routes.len();
+        let query = parts.uri.query().map(|query| {
+            rewritten_query(query, |key, value| match key {
+                "resourceVersion" => Some(version::routed(value, index, providers)),
+                _ => Some(value.to_string()),
+            })
+        });
+        let body = routed_body(&parts.headers, body, index, providers);
+        let request = self.request(parts, query.as_deref(), &parts.headers, body)?;
+        let response = self.send(index, request).await?;
+        Ok(passed_back(response))
+    }
+
+    /// The provider request for `parts` with `query` and `body`.
+    fn request(
+        &self,
+        parts: &http::request::Parts,
+        query: Option<&str>,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Result<http::Request<kube::client::Body>, ApiError> {
+        let uri = match query {
+            Some(query) if !query.is_empty() => format!("{}?{query}", parts.uri.path()),
+            _ => parts.uri.path().to_string(),
+        };
+        let mut request = http::Request::builder()
+            .method(parts.method.clone())
+            .uri(uri);
+        for name in FORWARDED_REQUEST_HEADERS {
+            for value in headers.get_all(name) {
+                request = request.header(name, value);
+            }
+        }
+        request
+            .body(kube::client::Body::from(body))
+            .map_err(|e| ApiError::bad_request(e.to_string()))
+    }
+
+    async fn send(
+        &self,
+        index: usize,
+        request: http::Request<kube::client::Body>,
+    ) -> Result<Response<kube::client::Body>, ApiError> {
+        let name = &self.routes.names()[index];
+        self.providers[index].send(request).await.map_err(|error| {
+            tracing::warn!(provider = %name, %error, "a provider could not be reached");
+            ApiError::unavailable(format!("the provider {name} cannot be reached"))
+        })
+    }
+
+    /// A list (or a deletecollection) across namespaces: every provider's,
+    /// whole, joined into one at the merged resourceVersion. Paging is not
+    /// merged: the whole list is the answer, as kube-apiserver's watch
+    /// cache answers a list at any version.
+    async fn merged_list(
+        &self,
+        parts: &http::request::Parts,
+        body: Bytes,
+    ) -> Result<Response<BoxBody>, ApiError> {
+        let providers = self.routes.len();
+        let raw = parts.uri.query().unwrap_or_default();
+        let asked = Asked::parse(&query_value(raw, "resourceVersion"), providers)?;
+        if !query_value(raw, "continue").is_empty() {
+            return Err(ApiError::bad_request(
+                "continue key is not valid: the router gave none",
+            ));
+        }
+        let headers = json_accept(&parts.headers)?;
+        let requests = (0..providers).map(|index| {
+            let query = rewritten_query(raw, |key, value| match key {
+                "resourceVersion" => Some(asked.of(index).to_string()),
+                "limit" | "continue" => None,
+                _ => Some(value.to_string()),
+            });
+            let request = self.request(parts, Some(&query), &headers, body.clone());
+            async move { self.send(index, request?).await }
+        });
+        let answers = futures::future::join_all(requests).await;
+        let mut lists = Vec::with_capacity(providers);
+        let mut versions = Versions::all("0", providers);
+        let mut content_type = None;
+        for (index, answer) in answers.into_iter().enumerate() {
+            let answer = answer?;
+            if answer.status() != StatusCode::OK {
+                return Ok(passed_back(answer));
+            }
+            content_type.get_or_insert_with(|| answer.headers().get(CONTENT_TYPE).cloned());
+            if !is_json(answer.headers()) {
+                return Err(crate::forward::answer::unreadable("a provider"));
+            }
+            let bytes = Limited::new(answer.into_body(), LARGEST_LIST)
+                .collect()
+                .await
+                .map_err(|_| crate::forward::answer::unreadable("a provider"))?
+                .to_bytes();
+            let list: Value = crate::deep::from_slice(&bytes)
+                .map_err(|_| crate::forward::answer::unreadable("a provider"))?;
+            versions.advance(
+                index,
+                list["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or_default(),
+            );
+            lists.push(list);
+        }
+        let merged = merge::lists(lists, &versions)?;
+        let bytes = serde_json::to_vec(&merged).map_err(|e| ApiError::internal(e.to_string()))?;
+        let content_type = content_type
+            .flatten()
+            .unwrap_or_else(|| HeaderValue::from_static("application/json"));
+        let mut response = Response::new(
+            Full::new(Bytes::from(bytes))
+                .map_err(|never| match never {})
+                .boxed_unsync(),
+        );
+        response.headers_mut().insert(CONTENT_TYPE, content_type);
+        Ok(response)
+    }
+
+    /// A watch across namespaces: every provider's watch, from its own
+    /// version, interleaved into one stream ([`Watches`]). The stream ends
+    /// when any provider's does (the client resumes from the last version
+    /// it was given), or at an error event.
+    async fn merged_watch(
+        &self,
+        parts: &http::request::Parts,
+    ) -> Result<Response<BoxBody>, ApiError> {
+        let providers = self.routes.len();
+        let raw = parts.uri.query().unwrap_or_default();
+        let asked = Asked::parse(&query_value(raw, "resourceVersion"), providers)?;
+        let initial_events = query_value(raw, "sendInitialEvents") == "true";
+        let headers = json_accept(&parts.headers)?;
+        let requests = (0..providers).map(|index| {
+            let query = rewritten_query(raw, |key, value| match key {
+                "resourceVersion" => Some(asked.of(index).to_string()),
+                _ => Some(value.to_string()),
+            });
+            let request = self.request(parts, Some(&query), &headers, Bytes::new());
+            async move { self.send(index, request?).await }
+        });
+        let answers = futures::future::join_all(requests).await;
+        let mut streams = Vec::with_capacity(providers);
+        for answer in answers {
+            let answer = answer?;
+            if answer.status() != StatusCode::OK {
+                return Ok(passed_back(answer));
+            }
+            if !is_json(answer.headers()) {
+                return Err(crate::forward::answer::unreadable("a provider"));
+            }
+            streams.push(answer.into_body());
+        }
+        let start = match &asked {
+            Asked::Exact(versions) => versions.clone(),
+            _ => Versions::all("0", providers),
+        };
+        let watches = Watches::new(start, providers, initial_events);
+        let body = interleaved(streams, watches);
+        Ok(crate::forward::encode::watch_response(
+            StatusCode::OK,
+            body,
+            crate::wire::accept::Media::Json,
+        ))
+    }
+}
+
+/// The providers' watch `streams` as one, each event through `watches`.
+fn interleaved(streams: Vec<kube::client::Body>, mut watches: Watches) -> BoxBody {
+    let (events_tx, mut events) = tokio::sync::mpsc::channel::<(usize, Option<Value>)>(64);
+    let mut readers = tokio::task::JoinSet::new();
+    for (index, mut stream) in streams.into_iter().enumerate() {
+        let events_tx = events_tx.clone();
+        readers.spawn(async move {
+            let mut pending = bytes::BytesMut::new();
+            while let Some(Ok(frame)) = stream.frame().await {
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                for line in crate::proxy::watch::complete_lines(&mut pending, &data) {
+                    let Some(event) = crate::proxy::watch::event_of(&line) else {
+                        continue;
+                    };
+                    if events_tx.send((index, Some(event))).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            let _ = events_tx.send((index, None)).await;
+        });
+    }
+    drop(events_tx);
+    let (mut tx, rx) = futures::channel::mpsc::channel::<Bytes>(64);
+    tokio::spawn(async move {
+        // The readers end with this task: when a provider's stream ends,
+        // or the client goes away.
+        let _readers = readers;
+        while let Some((index, event)) = events.recv().await {
+            let Some(event) = event else { break };
+            let error = event["type"] == "ERROR";
+            let Some(out) = watches.event(index, event) else {
+                continue;
+            };
+            let Some(line) = crate::forward::encode::event(&out, crate::wire::accept::Media::Json)
+            else {
+                continue;
+            };
+            if tx.send(line).await.is_err() || error {
+                break;
+            }
+        }
+    });
+    StreamBody::new(rx.map(|bytes| Ok::<_, BoxError>(hyper::body::Frame::data(bytes))))
+        .boxed_unsync()
+}
+
+/// A provider's answer, as it came: its status, the headers a caller may
+/// see, its body.
+fn passed_back(response: Response<kube::client::Body>) -> Response<BoxBody> {
+    let (head, body) = response.into_parts();
+    let mut out = Response::new(body.map_err(|e| Box::new(e) as BoxError).boxed_unsync());
+    *out.status_mut() = head.status;
+    for name in FORWARDED_ANSWER_HEADERS {
+        for value in head.headers.get_all(name) {
+            out.headers_mut().append(name, value.clone());
+        }
+    }
+    out
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .is_some_and(|ct| ct.as_bytes().starts_with(b"application/json"))
+}
+
+/// The headers a merged read asks each provider with: the caller's, its
+/// `Accept` cut to the JSON forms (the router joins JSON); kube-apiserver's
+/// 406 when the caller accepts none of them.
+fn json_accept(headers: &HeaderMap) -> Result<HeaderMap, ApiError> {
+    let asked = headers
+        .get_all(ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .collect::<Vec<_>>();
+    let json: Vec<&str> = asked
+        .iter()
+        .copied()
+        .filter(|range| {
+            let media = range.split(';').next().unwrap_or_default().trim();
+            matches!(media, "application/json" | "application/*" | "*/*")
+        })
+        .collect();
+    let accept = match (asked.is_empty(), json.is_empty()) {
+        (true, _) => "application/json".to_string(),
+        (false, true) => {
+            return Err(ApiError::route_not_acceptable(&["application/json"]));
+        }
+        (false, false) => json.join(", "),
+    };
+    let mut out = headers.clone();
+    out.remove(ACCEPT);
+    out.insert(
+        ACCEPT,
+        HeaderValue::from_str(&accept).map_err(|e| ApiError::bad_request(e.to_string()))?,
+    );
+    if let Some(agent) = headers.get(USER_AGENT) {
+        out.insert(USER_AGENT, agent.clone());
+    }
+    Ok(out)
+}
+
+/// The decoded value of `key` in the raw query `raw` (its first), or empty.
+fn query_value(raw: &str, key: &str) -> String {
+    form_urlencoded::parse(raw.as_bytes())
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default()
+}
+
+/// The raw query `raw` with each pair through `rewrite` (`None` leaves it
+/// out), encoded again.
+fn rewritten_query(raw: &str, rewrite: impl Fn(&str, &str) -> Option<String>) -> String {
+    let mut out = form_urlencoded::Serializer::new(String::new());
+    for (key, value) in form_urlencoded::parse(raw.as_bytes()) {
+        if let Some(value) = rewrite(&key, &value) {
+            out.append_pair(&key, &value);
+        }
+    }
+    out.finish()
+}
+
+/// A JSON request body for provider `index`: a merged resourceVersion in
+/// its `metadata` or its delete preconditions made the provider's own.
+/// Anything else goes as it came.
+fn routed_body(headers: &HeaderMap, body: Bytes, index: usize, providers: usize) -> Bytes {
+    let json = headers
+        .get(CONTENT_TYPE)
+        .and_then(|ct| ct.to_str().ok())
+        .is_some_and(|ct| ct.contains("json"));
+    if !json || providers < 2 || body.is_empty() {
+        return body;
+    }
+    let Ok(mut value) = crate::deep::from_slice::<Value>(&body) else {
+        return body;
+    };
+    let mut changed = false;
+    for pointer in [
+        "/metadata/resourceVersion",
+        "/preconditions/resourceVersion",
+    ] {
+        if let Some(slot) = value.pointer_mut(pointer)
+            && let Some(text) = slot.as_str()
+        {
+            let own = version::routed(text, index, providers);
+            if own != text {
+                *slot = Value::String(own);
+                changed = true;
+            }
+        }
+    }
+    match changed.then(|| serde_json::to_vec(&value)) {
+        Some(Ok(bytes)) => Bytes::from(bytes),
+        _ => body,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_query_keeps_its_pairs_but_those_rewritten() {
+        let query =
+            rewritten_query(
+                "labelSelector=a%3Db&resourceVersion=1.2&limit=5",
+                |k, v| match k {
+                    "resourceVersion" => Some(version::routed(v, 1, 2)),
+                    "limit" => None,
+                    _ => Some(v.to_string()),
+                },
+            );
+        assert_eq!(query, "labelSelector=a%3Db&resourceVersion=2");
+        assert_eq!(
+            query_value("a=1&resourceVersion=7.8", "resourceVersion"),
+            "7.8"
+        );
+        assert_eq!(query_value("a=1", "continue"), "");
+    }
+
+    #[test]
+    fn a_merged_version_in_a_body_becomes_the_providers_own() {
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let body = Bytes::from_static(br#"{"metadata":{"name":"a","resourceVersion":"10.20"}}"#);
+        let routed = routed_body(&headers, body.clone(), 1, 2);
+        let value: Value = serde_json::from_slice(&routed).expect("JSON");
+        assert_eq!(value["metadata"]["resourceVersion"], "20");
+        let own = Bytes::from_static(br#"{"metadata":{"resourceVersion":"20"}}"#);
+        assert_eq!(routed_body(&headers, own.clone(), 1, 2), own);
+        let preconditions = Bytes::from_static(br#"{"preconditions":{"resourceVersion":"3.4"}}"#);
+        let routed: Value =
+            serde_json::from_slice(&routed_body(&headers, preconditions, 0, 2)).expect("JSON");
+        assert_eq!(routed["preconditions"]["resourceVersion"], "3");
+    }
+
+    #[test]
+    fn a_merged_read_asks_in_json_or_is_refused() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            ACCEPT,
+            HeaderValue::from_static(
+                "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+            ),
+        );
+        let asked = json_accept(&headers).expect("JSON accepted");
+        assert_eq!(
+            asked[ACCEPT],
+            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json"
+        );
+        headers.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/vnd.kubernetes.protobuf"),
+        );
+        assert_eq!(json_accept(&headers).expect_err("protobuf only").code, 406);
+        assert_eq!(
+            json_accept(&HeaderMap::new()).expect("none")[ACCEPT],
+            "application/json"
+        );
+    }
+}

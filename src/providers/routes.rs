@@ -1,0 +1,107 @@
+//! Which provider owns a request: a namespace belongs to the provider its
+//! app-cluster Namespace names in the label [`PROVIDER_LABEL`], else to
+//! the default provider; what is not in a namespace (discovery, a
+//! cluster-scoped resource) is the default provider's. Pure.
+
+use crate::status::ApiError;
+use std::collections::BTreeMap;
+
+/// The label of an app-cluster Namespace that names its provider.
+pub const PROVIDER_LABEL: &str = "bindery.dev/provider";
+
+/// The providers a router knows, by name, in the order their versions are
+/// written in a merged resourceVersion (`super::version`): sorted by name,
+/// so that the order does not hang on the order of the flags.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Routes {
+    names: Vec<String>,
+    default: usize,
+}
+
+impl Routes {
+    /// The providers `names` (distinct DNS labels), `default` among them.
+    pub fn new(mut names: Vec<String>, default: &str) -> Result<Self, String> {
+        names.sort();
+        if let Some(pair) = names.windows(2).find(|pair| pair[0] == pair[1]) {
+            return Err(format!("the provider {} is named twice", pair[0]));
+        }
+        if let Some(bad) = names.iter().find(|n| !crate::route::is_dns_label(n)) {
+            return Err(format!("a provider's name must be a DNS label: {bad:?}"));
+        }
+        let default = names
+            .iter()
+            .position(|name| name == default)
+            .ok_or_else(|| format!("the default provider {default:?} is not one of {names:?}"))?;
+        Ok(Self { names, default })
+    }
+
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// The default provider's place.
+    pub fn default(&self) -> usize {
+        self.default
+    }
+
+    /// The provider of the namespace `namespace`, whose app-cluster
+    /// Namespace has `labels` (`None`: no such Namespace seen, or none yet).
+    /// A Namespace naming a provider the router does not know is refused,
+    /// never sent to another: its objects are not there.
+    pub fn of_namespace(
+        &self,
+        namespace: &str,
+        labels: Option<&BTreeMap<String, String>>,
+    ) -> Result<usize, ApiError> {
+        let Some(named) = labels.and_then(|labels| labels.get(PROVIDER_LABEL)) else {
+            return Ok(self.default);
+        };
+        self.names
+            .iter()
+            .position(|name| name == named)
+            .ok_or_else(|| {
+                ApiError::unavailable(format!(
+                    "the namespace {namespace} belongs to the provider {named:?}, which this router does not reach"
+                ))
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(provider: &str) -> BTreeMap<String, String> {
+        BTreeMap::from([(PROVIDER_LABEL.to_string(), provider.to_string())])
+    }
+
+    #[test]
+    fn a_namespace_goes_to_the_provider_it_names_else_to_the_default() {
+        let routes = Routes::new(vec!["west".into(), "east".into()], "west").expect("routes");
+        assert_eq!(routes.names(), ["east", "west"]);
+        assert_eq!(routes.default(), 1);
+        assert_eq!(routes.of_namespace("a", None), Ok(1));
+        assert_eq!(routes.of_namespace("a", Some(&BTreeMap::new())), Ok(1));
+        assert_eq!(routes.of_namespace("a", Some(&labels("east"))), Ok(0));
+        let unknown = routes
+            .of_namespace("a", Some(&labels("north")))
+            .expect_err("an unknown provider");
+        assert_eq!(unknown.code, 503);
+        assert!(unknown.message.contains("north"), "{}", unknown.message);
+    }
+
+    #[test]
+    fn providers_are_distinct_labels_and_the_default_is_one_of_them() {
+        assert!(Routes::new(vec!["a".into(), "a".into()], "a").is_err());
+        assert!(Routes::new(vec!["A".into()], "A").is_err());
+        assert!(Routes::new(vec!["a".into()], "b").is_err());
+    }
+}

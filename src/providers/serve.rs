@@ -1,0 +1,82 @@
+//! `bindery route`: reads the app cluster's front-proxy CA, reaches each
+//! provider's bindery with the consumer kubeconfig it was given, and serves
+//! the router ([`super::router`]) over TLS until SIGTERM.
+
+use super::router::{FrontProxy, Provider, Router};
+use anyhow::{Context, Result};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// What `bindery route` is told.
+pub struct Options {
+    /// The app cluster's kubeconfig (`None`: inferred, in-cluster included).
+    pub kubeconfig: Option<PathBuf>,
+    /// Each provider's name and the consumer kubeconfig of its bindery.
+    pub providers: Vec<(String, PathBuf)>,
+    pub default_provider: String,
+    pub listen: std::net::SocketAddr,
+    pub serving_cert: PathBuf,
+    pub serving_key: PathBuf,
+}
+
+/// Serves until SIGTERM or Ctrl-C.
+pub async fn run(options: Options) -> Result<()> {
+    let app = crate::serve::provider_client(options.kubeconfig.as_deref())
+        .await
+        .context("reaching the app cluster")?;
+    let (ca, allowed_names) = crate::bind::published::front_proxy(&app)
+        .await
+        .context("the app cluster's front-proxy CA (kube-system/extension-apiserver-authentication) cannot be read")?;
+    let roots = crate::auth::trust::parse_pem_bundle(ca.as_bytes()).map_err(anyhow::Error::msg)?;
+    let front_proxy = FrontProxy {
+        ca: crate::auth::trust::CaVerifier::from_pem(ca.as_bytes()).map_err(anyhow::Error::msg)?,
+        allowed_names,
+    };
+    let mut providers = Vec::new();
+    for (name, kubeconfig) in &options.providers {
+        let mut config = crate::serve::provider_config(Some(kubeconfig))
+            .await
+            .with_context(|| format!("the provider {name}'s kubeconfig"))?;
+        // Watches last as long as the provider keeps them.
+        config.read_timeout = None;
+        let client = kube::Client::try_from(config)
+            .with_context(|| format!("a client for the provider {name}"))?;
+        providers.push(Provider {
+            name: name.clone(),
+            client,
+        });
+    }
+    let router = Router::new(app, providers, &options.default_provider, front_proxy).await?;
+    let verifier =
+        crate::auth::trust::DynamicClientVerifier::new(&roots).map_err(anyhow::Error::msg)?;
+    let tls = crate::server::tls::server_config(
+        &options.serving_cert,
+        &options.serving_key,
+        Arc::new(verifier),
+    )?;
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .with_context(|| format!("listening on {}", options.listen))?;
+    println!(
+        "bindery route listening on https://{}",
+        listener.local_addr()?
+    );
+    let service = tower::service_fn(move |request: crate::server::Incoming| {
+        let router = router.clone();
+        async move { Ok::<_, std::convert::Infallible>(router.serve(request).await) }
+    });
+    let connections = crate::server::Connections {
+        idle_timeout: crate::server::idle::KUBE_APISERVER_IDLE_TIMEOUT,
+        goaway_chance: Default::default(),
+        max_streams: crate::server::AGGREGATED_MAX_STREAMS,
+    };
+    crate::server::serve(
+        tls,
+        listener,
+        connections,
+        crate::serve::wait_for_signal(),
+        service,
+    )
+    .await;
+    Ok(())
+}

@@ -100,8 +100,12 @@ fn base64(bytes: &[u8]) -> String {
 
 /// A provider cluster of its own with bindery serving it, and consumer
 /// `id` bound to its CRD there.
-fn second_provider(id: &str, crd: &str) -> (Cluster, crate::bindery::ServingOnly, Consumer) {
-    let provider = own_provider_cluster("routed");
+fn second_provider(
+    tag: &str,
+    id: &str,
+    crd: &str,
+) -> (Cluster, crate::bindery::ServingOnly, Consumer) {
+    let provider = own_provider_cluster(tag);
     let crds = repo_root().join("deploy/crds");
     provider.kubectl(&["apply", "-f", &crds.to_string_lossy()]);
     provider.kubectl(&[
@@ -152,60 +156,128 @@ fn stored(provider: &Cluster) -> Vec<String> {
     listed.lines().map(str::to_string).collect()
 }
 
+/// Two providers of one resource and an app cluster routed across them:
+/// `team_east` names no provider (the default, east: the shared provider
+/// and bindery), `team_west` names west (a provider cluster and bindery of
+/// the test's own).
+struct TwoProviders {
+    east: Consumer,
+    west: Consumer,
+    west_cluster: Cluster,
+    west_bindery: crate::bindery::ServingOnly,
+    app: Cluster,
+    team_east: String,
+    team_west: String,
+    _router: Router,
+}
+
+impl TwoProviders {
+    /// Set up under `tag` (the test's own clusters' name).
+    fn new(tag: &str) -> Self {
+        let id = crate::fixture::unique_name("r");
+        static CRD: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let crd = CRD.get_or_init(|| {
+            clusters()
+                .provider
+                .install_open_crd(GROUP, PLURAL, "Gadget", "Namespaced")
+        });
+        let east = bindery().consumer(&format!("{id}-east"), &crd, PLURAL);
+        let (west_cluster, west_bindery, west) = second_provider(tag, &format!("{id}-west"), &crd);
+        let app = own_app_cluster(tag);
+        let router = start_router(&app, &[("east", &east), ("west", &west)], "east");
+        register(&app, router.port);
+        let (team_east, team_west) = (format!("{id}-e"), format!("{id}-w"));
+        app.kubectl(&["create", "namespace", &team_east]);
+        app.kubectl(&["create", "namespace", &team_west]);
+        app.kubectl(&[
+            "label",
+            "namespace",
+            &team_west,
+            "bindery.dev/provider=west",
+        ]);
+        let two = Self {
+            east,
+            west,
+            west_cluster,
+            west_bindery,
+            app,
+            team_east,
+            team_west,
+            _router: router,
+        };
+        // The router reads Namespaces by a watch: wait until it routes
+        // team-west, by an object made there.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let _ = two.app.kubectl_output(
+                &["-n", &two.team_west, "create", "-f", "-"],
+                Some(&gadget("probe").to_string()),
+            );
+            let routed = two
+                .stored_west()
+                .contains(&two.at_west(&two.team_west, "probe"));
+            two.app.kubectl(&[
+                "-n",
+                &two.team_west,
+                "delete",
+                PLURAL,
+                "probe",
+                "--ignore-not-found",
+            ]);
+            if routed {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the router never routed {} to west",
+                two.team_west
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        two
+    }
+
+    fn create(&self, namespace: &str, name: &str) {
+        self.app.kubectl_with_stdin(
+            &["-n", namespace, "create", "-f", "-"],
+            Some(&gadget(name).to_string()),
+        );
+    }
+
+    /// Where the east provider keeps `name` of `namespace`.
+    fn at_east(&self, namespace: &str, name: &str) -> String {
+        format!("kube-bind-{}-{namespace}/{name}", self.east.id)
+    }
+
+    fn at_west(&self, namespace: &str, name: &str) -> String {
+        format!("kube-bind-{}-{namespace}/{name}", self.west.id)
+    }
+
+    fn stored_east(&self) -> Vec<String> {
+        stored(&clusters().provider)
+    }
+
+    fn stored_west(&self) -> Vec<String> {
+        stored(&self.west_cluster)
+    }
+}
+
 #[test]
 fn one_resource_from_two_providers_routed_by_namespace_and_read_as_one() {
-    let tag = crate::fixture::unique_name("r");
-    let crd = clusters()
-        .provider
-        .install_open_crd(GROUP, PLURAL, "Gadget", "Namespaced");
-    let east = bindery().consumer(&format!("{tag}-east"), &crd, PLURAL);
-    let (west_cluster, _west_bindery, west) = second_provider(&format!("{tag}-west"), &crd);
-    let app = own_app_cluster("routed");
-    let router = start_router(&app, &[("east", &east), ("west", &west)], "east");
-    register(&app, router.port);
-
-    // team-east names no provider (the default's); team-west names west.
-    let (team_east, team_west) = (format!("{tag}-e"), format!("{tag}-w"));
-    app.kubectl(&["create", "namespace", &team_east]);
-    app.kubectl(&["create", "namespace", &team_west]);
-    app.kubectl(&[
-        "label",
-        "namespace",
-        &team_west,
-        "bindery.dev/provider=west",
-    ]);
-    // The router reads Namespaces by a watch: wait until it routes team-west.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let made = app.kubectl_output(
-            &["-n", &team_west, "create", "-f", "-"],
-            Some(&gadget("b").to_string()),
-        );
-        if made.status.success() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "creating in {team_west}: {}",
-            String::from_utf8_lossy(&made.stderr)
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
-    app.kubectl_with_stdin(
-        &["-n", &team_east, "create", "-f", "-"],
-        Some(&gadget("a").to_string()),
-    );
+    let two = TwoProviders::new("routed");
+    let (app, team_east, team_west) = (&two.app, two.team_east.as_str(), two.team_west.as_str());
+    two.create(team_west, "b");
+    two.create(team_east, "a");
 
     // Each object is stored at its namespace's provider, and only there.
-    let east_stored = stored(&clusters().provider);
-    let west_stored = stored(&west_cluster);
-    let at = |id: &str, ns: &str, name: &str| format!("kube-bind-{id}-{ns}/{name}");
+    let east_stored = two.stored_east();
+    let west_stored = two.stored_west();
     assert!(
-        east_stored.contains(&at(&east.id, &team_east, "a")),
+        east_stored.contains(&two.at_east(team_east, "a")),
         "{east_stored:?}"
     );
     assert!(
-        west_stored.contains(&at(&west.id, &team_west, "b")),
+        west_stored.contains(&two.at_west(team_west, "b")),
         "{west_stored:?}"
     );
     assert!(
@@ -221,7 +293,7 @@ fn one_resource_from_two_providers_routed_by_namespace_and_read_as_one() {
         "{west_stored:?}"
     );
     // A namespace sees only its own provider's objects.
-    let missing = app.kubectl_output(&["-n", &team_east, "get", PLURAL, "b"], None);
+    let missing = app.kubectl_output(&["-n", team_east, "get", PLURAL, "b"], None);
     assert!(!missing.status.success(), "b is not in {team_east}");
     assert!(
         String::from_utf8_lossy(&missing.stderr).contains("NotFound"),
@@ -231,7 +303,7 @@ fn one_resource_from_two_providers_routed_by_namespace_and_read_as_one() {
     // kubectl across namespaces: one resource, both providers, a Table.
     let listed = app.kubectl(&["get", PLURAL, "-A"]);
     assert!(
-        listed.contains(&team_east) && listed.contains(&team_west),
+        listed.contains(team_east) && listed.contains(team_west),
         "{listed}"
     );
     let json = app.kubectl(&["get", PLURAL, "-A", "-o", "json"]);
@@ -280,9 +352,9 @@ fn one_resource_from_two_providers_routed_by_namespace_and_read_as_one() {
                     .expect("created")
             }
         };
-        create(&team_west, "c").await;
+        create(team_west, "c").await;
         let first = next_added(&mut events).await;
-        create(&team_east, "d").await;
+        create(team_east, "d").await;
         let second = next_added(&mut events).await;
         assert_eq!(
             (
@@ -315,19 +387,18 @@ fn one_resource_from_two_providers_routed_by_namespace_and_read_as_one() {
         // back to its own provider.
         let mut object = first;
         object.data["spec"]["size"] = serde_json::json!(2);
-        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &team_west, &resource);
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), team_west, &resource);
         let replaced = api
             .replace("c", &Default::default(), &object)
             .await
             .expect("replaced with the merged version");
         assert_eq!(replaced.data["spec"]["size"], 2);
     });
-    let west_stored = stored(&west_cluster);
+    let west_stored = two.stored_west();
     assert!(
-        west_stored.contains(&at(&west.id, &team_west, "c")),
+        west_stored.contains(&two.at_west(team_west, "c")),
         "{west_stored:?}"
     );
-    drop(router);
 }
 
 /// The next ADDED event's object.
@@ -345,4 +416,156 @@ async fn next_added(
             return object;
         }
     }
+}
+
+/// The gadgets `namespace` of the app cluster shows, by name.
+fn listed_in(app: &Cluster, namespace: &str) -> Vec<String> {
+    let listed = app.kubectl(&[
+        "-n",
+        namespace,
+        "get",
+        PLURAL,
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name}{\"\\n\"}{end}",
+    ]);
+    listed.lines().map(str::to_string).collect()
+}
+
+/// Waits until `done` holds, or fails saying `what`.
+fn wait_for(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what} within {within:?}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[test]
+fn the_app_clusters_controllers_and_informers_work_across_both_providers() {
+    let two = TwoProviders::new("routed-ctl");
+    let (app, team_east, team_west) = (&two.app, two.team_east.as_str(), two.team_west.as_str());
+    two.create(team_east, "a");
+    two.create(team_west, "b");
+    // client-go's dynamic and metadata informers across namespaces, with
+    // the watch-list as the app cluster's controllers run it.
+    let informers = crate::soak::GoInformers::start_for(app, GROUP, PLURAL, "");
+    two.create(team_west, "c");
+    two.create(team_east, "d");
+    app.kubectl(&[
+        "-n",
+        team_west,
+        "patch",
+        PLURAL,
+        "c",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"size":2}}"#,
+    ]);
+    app.kubectl(&["-n", team_east, "delete", PLURAL, "d"]);
+
+    // The garbage collector: a gadget owned by a ConfigMap of west's
+    // namespace goes with it (the collector watches gadgets across
+    // namespaces, and deletes at west).
+    app.kubectl(&["-n", team_west, "create", "configmap", "keeper"]);
+    let uid = app.kubectl(&[
+        "-n",
+        team_west,
+        "get",
+        "configmap",
+        "keeper",
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    let mut kept = gadget("kept");
+    kept["metadata"]["ownerReferences"] = serde_json::json!([
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "keeper", "uid": uid}
+    ]);
+    app.kubectl_with_stdin(
+        &["-n", team_west, "create", "-f", "-"],
+        Some(&kept.to_string()),
+    );
+    assert!(two.stored_west().contains(&two.at_west(team_west, "kept")));
+    app.kubectl(&["-n", team_west, "delete", "configmap", "keeper"]);
+    wait_for(
+        "the garbage collector deleted kept at west",
+        Duration::from_secs(90),
+        || !two.stored_west().contains(&two.at_west(team_west, "kept")),
+    );
+
+    // Namespace deletion: east's namespace finishes, its gadget gone at east.
+    app.kubectl(&["delete", "namespace", team_east, "--wait=false"]);
+    wait_for(
+        "the namespace controller deleted the namespace",
+        Duration::from_secs(90),
+        || {
+            !app.kubectl_output(&["get", "namespace", team_east], None)
+                .status
+                .success()
+        },
+    );
+    assert!(
+        !two.stored_east().contains(&two.at_east(team_east, "a")),
+        "{:?}",
+        two.stored_east()
+    );
+
+    // The informers saw every change once, in order, and hold exactly what
+    // both providers hold.
+    let expected = ["b", "c"];
+    wait_for("the informers caught up", Duration::from_secs(30), || {
+        informers.histories().values().all(|(history, _, _)| {
+            history
+                .get("a")
+                .is_some_and(|changes| changes.last().is_some_and(|c| c.0 == "delete"))
+                && history
+                    .get("kept")
+                    .is_some_and(|changes| changes.last().is_some_and(|c| c.0 == "delete"))
+        })
+    });
+    for (informer, (history, replays, tombstones)) in informers.histories() {
+        assert_eq!(
+            (replays, tombstones),
+            (0, 0),
+            "{informer} listed again: {history:?}"
+        );
+        let kinds = |name: &str| -> Vec<String> {
+            history
+                .get(name)
+                .into_iter()
+                .flatten()
+                .map(|change| change.0.clone())
+                .collect()
+        };
+        assert_eq!(kinds("c"), ["add", "update"], "{informer}: {history:?}");
+        assert_eq!(kinds("d"), ["add", "delete"], "{informer}: {history:?}");
+        assert_eq!(kinds("b"), ["add"], "{informer}: {history:?}");
+    }
+    for (informer, store) in informers.finish() {
+        let names: Vec<&str> = store.keys().map(String::as_str).collect();
+        assert_eq!(names, expected, "{informer}");
+    }
+
+    // A provider that is down fails its own namespaces only; discovery
+    // (the default provider's) goes on.
+    let mut west_bindery = two.west_bindery;
+    west_bindery.terminate();
+    wait_for("west's bindery stopped", Duration::from_secs(30), || {
+        west_bindery.exited()
+    });
+    let failed = app.kubectl_output(&["-n", team_west, "get", PLURAL], None);
+    assert!(!failed.status.success(), "west is down");
+    let said = String::from_utf8_lossy(&failed.stderr);
+    assert!(
+        said.contains("the provider west cannot be reached"),
+        "{said}"
+    );
+    let open = format!("{team_east}-other");
+    app.kubectl(&["create", "namespace", &open]);
+    app.kubectl_with_stdin(
+        &["-n", &open, "create", "-f", "-"],
+        Some(&gadget("e").to_string()),
+    );
+    assert_eq!(listed_in(app, &open), ["e"]);
+    let resources = app.kubectl(&["api-resources", "--api-group", GROUP]);
+    assert!(resources.contains(PLURAL), "{resources}");
 }

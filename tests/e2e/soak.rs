@@ -92,10 +92,10 @@ fn tides() -> ApiResource {
 /// One change as a client was told of it, or as the writer made it:
 /// `add`, `update` or `delete`, and the version it made (none for a
 /// deletion: a deletion's version is the provider's, not the writer's).
-type Change = (String, Option<String>);
+pub(crate) type Change = (String, Option<String>);
 
 /// Each object's changes, in order.
-type History = BTreeMap<String, Vec<Change>>;
+pub(crate) type History = BTreeMap<String, Vec<Change>>;
 
 fn told(history: &mut History, name: &str, kind: &str, version: Option<String>) {
     let version = if kind == "delete" { None } else { version };
@@ -106,7 +106,7 @@ fn told(history: &mut History, name: &str, kind: &str, version: Option<String>) 
 }
 
 /// The client-go informers, a child process printing JSON lines.
-struct GoInformers {
+pub(crate) struct GoInformers {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Arc<Mutex<Vec<Value>>>,
@@ -126,6 +126,12 @@ impl Written {
 
 impl GoInformers {
     fn start(app: &Cluster, namespace: &str) -> Self {
+        Self::start_for(app, GROUP, RESOURCE, namespace)
+    }
+
+    /// The informers of `<resource>.<group>` (version v1) in `namespace`
+    /// (empty: across namespaces) of `app`, once they have synced.
+    pub(crate) fn start_for(app: &Cluster, group: &str, resource: &str, namespace: &str) -> Self {
         let binary = go_runner::build_from(
             "tests/clients",
             "informers",
@@ -135,7 +141,7 @@ impl GoInformers {
         let mut child = Command::new(binary)
             .arg("--kubeconfig")
             .arg(&app.kubeconfig)
-            .args(["--group", GROUP, "--version", "v1", "--resource", RESOURCE])
+            .args(["--group", group, "--version", "v1", "--resource", resource])
             .args(["--namespace", namespace])
             // As the app cluster's kube-controller-manager does: the
             // watch-list, with its initial-events-end bookmark.
@@ -181,7 +187,7 @@ impl GoInformers {
 
     /// Each informer's history; relists' replays (an update to the version
     /// it had) are counted apart, deletions learnt from a relist too.
-    fn histories(&self) -> HashMap<String, (History, usize, usize)> {
+    pub(crate) fn histories(&self) -> HashMap<String, (History, usize, usize)> {
         let mut by_informer: HashMap<String, (History, usize, usize)> = HashMap::new();
         for line in self.lines() {
             let (Some(informer), Some(kind)) = (line["informer"].as_str(), line["type"].as_str())
@@ -203,7 +209,7 @@ impl GoInformers {
     }
 
     /// Ends the informers: their stores (name to version), by informer.
-    fn finish(mut self) -> HashMap<String, BTreeMap<String, String>> {
+    pub(crate) fn finish(mut self) -> HashMap<String, BTreeMap<String, String>> {
         drop(self.stdin.take());
         let status = self.child.wait().expect("the informers end");
         self.reader.take().unwrap().join().expect("the reader");

@@ -181,8 +181,8 @@ impl TwoProviders {
                 .provider
                 .install_open_crd(GROUP, PLURAL, "Gadget", "Namespaced")
         });
-        let east = bindery().consumer(&format!("{id}-east"), &crd, PLURAL);
-        let (west_cluster, west_bindery, west) = second_provider(tag, &format!("{id}-west"), &crd);
+        let east = bindery().consumer(&format!("{id}-east"), crd, PLURAL);
+        let (west_cluster, west_bindery, west) = second_provider(tag, &format!("{id}-west"), crd);
         let app = own_app_cluster(tag);
         let router = start_router(&app, &[("east", &east), ("west", &west)], "east");
         register(&app, router.port);

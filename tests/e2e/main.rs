@@ -42,6 +42,7 @@ mod providers;
 mod recording_server;
 mod replicas;
 mod rolling_restart;
+mod router_fixture;
 mod serving;
 mod side_by_side;
 mod smoke;

@@ -6,67 +6,14 @@
 //! and a watch across namespaces resumes from any event's version without
 //! missing or repeating one.
 
-use crate::bindery::{Bindery, Consumer, bindery, export_for};
-use crate::fixture::{Cluster, clusters, own_app_cluster, own_provider_cluster, repo_root};
+use crate::bindery::{Consumer, bindery};
+use crate::fixture::{Cluster, clusters, own_app_cluster};
+use crate::router_fixture::{GROUP, PLURAL, Router, gadget, second_provider, start_router, stored};
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, WatchEvent, WatchParams,
 };
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-const GROUP: &str = "routed.example.com";
-const PLURAL: &str = "gadgets";
-
-/// `bindery route` for `app`, stopped when dropped.
-struct Router {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Router {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_router(app: &Cluster, providers: &[(&str, &Consumer)], default: &str) -> Router {
-    let serving = bindery().pki.join("bindery");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_bindery"));
-    command
-        .args([
-            "route",
-            "--listen",
-            "127.0.0.1:0",
-            "--default-provider",
-            default,
-        ])
-        .arg("--kubeconfig")
-        .arg(&app.kubeconfig)
-        .arg("--tls-cert-file")
-        .arg(serving.join("serving.crt"))
-        .arg("--tls-private-key-file")
-        .arg(serving.join("serving.key"));
-    for (name, consumer) in providers {
-        command
-            .arg("--provider")
-            .arg(format!("{name}={}", consumer.kubeconfig.display()));
-    }
-    let mut child = command
-        .env("RUST_LOG", "warn,bindery=info,kube_client=off")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("bindery route starts");
-    let line = crate::bindery::first_line(&mut child);
-    let port = line
-        .trim()
-        .rsplit_once(':')
-        .and_then(|(_, port)| port.parse().ok())
-        .unwrap_or_else(|| panic!("bindery route did not start: {line:?} (its log is above)"));
-    Router { child, port }
-}
 
 /// The APIService of the group, served by the router at `port`.
 fn register(app: &Cluster, port: u16) {
@@ -96,64 +43,6 @@ fn register(app: &Cluster, port: u16) {
 fn base64(bytes: &[u8]) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(bytes)
-}
-
-/// A provider cluster of its own with bindery serving it, and consumer
-/// `id` bound to its CRD there.
-fn second_provider(
-    tag: &str,
-    id: &str,
-    crd: &str,
-) -> (Cluster, crate::bindery::ServingOnly, Consumer) {
-    let provider = own_provider_cluster(tag);
-    let crds = repo_root().join("deploy/crds");
-    provider.kubectl(&["apply", "-f", &crds.to_string_lossy()]);
-    provider.kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "-f",
-        &crds.to_string_lossy(),
-    ]);
-    provider.install_open_crd(GROUP, PLURAL, "Gadget", "Namespaced");
-    export_for(
-        &provider,
-        id,
-        crd,
-        PLURAL,
-        None,
-        "Prefixed",
-        serde_json::json!([]),
-    );
-    // Without controllers there, no provider-side account to impersonate.
-    let serving = crate::bindery::serving_only(&provider.kubeconfig, &["--impersonate=false"]);
-    let endpoint = Bindery {
-        url: serving.url.clone(),
-        pki: bindery().pki.clone(),
-    }
-    .endpoint(id);
-    endpoint.wait_until_served(GROUP, PLURAL);
-    (provider, serving, endpoint)
-}
-
-/// A gadget named `name`, as JSON.
-fn gadget(name: &str) -> serde_json::Value {
-    serde_json::json!({
-        "apiVersion": format!("{GROUP}/v1"), "kind": "Gadget",
-        "metadata": {"name": name}, "spec": {"size": 1},
-    })
-}
-
-/// The names (`<namespace>/<name>`) of `provider`'s gadgets.
-fn stored(provider: &Cluster) -> Vec<String> {
-    let listed = provider.kubectl(&[
-        "get",
-        PLURAL,
-        "-A",
-        "-o",
-        "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}",
-    ]);
-    listed.lines().map(str::to_string).collect()
 }
 
 /// Two providers of one resource and an app cluster routed across them:

@@ -1,0 +1,122 @@
+//! The router (`bindery route`) and a second provider for the tests and
+//! benchmarks of several providers: a provider cluster of their own with its
+//! own bindery (serving only), a consumer bound there to the same CRD as on
+//! the shared provider, and the router started against an app cluster.
+
+use crate::bindery::{Bindery, Consumer, bindery, export_for};
+use crate::fixture::{Cluster, own_provider_cluster, repo_root};
+use std::process::{Child, Command, Stdio};
+
+/// The group and resource both providers offer.
+pub const GROUP: &str = "routed.example.com";
+pub const PLURAL: &str = "gadgets";
+
+/// `bindery route` for `app`, stopped when dropped.
+pub struct Router {
+    child: Child,
+    pub port: u16,
+}
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the router for `app` across `providers` (name and the consumer
+/// bound there), `default` among them.
+pub fn start_router(app: &Cluster, providers: &[(&str, &Consumer)], default: &str) -> Router {
+    let serving = bindery().pki.join("bindery");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_bindery"));
+    command
+        .args([
+            "route",
+            "--listen",
+            "127.0.0.1:0",
+            "--default-provider",
+            default,
+        ])
+        .arg("--kubeconfig")
+        .arg(&app.kubeconfig)
+        .arg("--tls-cert-file")
+        .arg(serving.join("serving.crt"))
+        .arg("--tls-private-key-file")
+        .arg(serving.join("serving.key"));
+    for (name, consumer) in providers {
+        command
+            .arg("--provider")
+            .arg(format!("{name}={}", consumer.kubeconfig.display()));
+    }
+    let mut child = command
+        .env("RUST_LOG", "warn,bindery=info,kube_client=off")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("bindery route starts");
+    let line = crate::bindery::first_line(&mut child);
+    let port = line
+        .trim()
+        .rsplit_once(':')
+        .and_then(|(_, port)| port.parse().ok())
+        .unwrap_or_else(|| panic!("bindery route did not start: {line:?} (its log is above)"));
+    Router { child, port }
+}
+
+/// A provider cluster of its own with bindery serving it, and consumer
+/// `id` bound to its CRD there.
+pub fn second_provider(
+    tag: &str,
+    id: &str,
+    crd: &str,
+) -> (Cluster, crate::bindery::ServingOnly, Consumer) {
+    let provider = own_provider_cluster(tag);
+    let crds = repo_root().join("deploy/crds");
+    provider.kubectl(&["apply", "-f", &crds.to_string_lossy()]);
+    provider.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "-f",
+        &crds.to_string_lossy(),
+    ]);
+    provider.install_open_crd(GROUP, PLURAL, "Gadget", "Namespaced");
+    export_for(
+        &provider,
+        id,
+        crd,
+        PLURAL,
+        None,
+        "Prefixed",
+        serde_json::json!([]),
+    );
+    // Without controllers there, no provider-side account to impersonate.
+    let serving = crate::bindery::serving_only(&provider.kubeconfig, &["--impersonate=false"]);
+    let endpoint = Bindery {
+        url: serving.url.clone(),
+        pki: bindery().pki.clone(),
+    }
+    .endpoint(id);
+    endpoint.wait_until_served(GROUP, PLURAL);
+    (provider, serving, endpoint)
+}
+
+/// A gadget named `name`, as JSON.
+pub fn gadget(name: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": format!("{GROUP}/v1"), "kind": "Gadget",
+        "metadata": {"name": name}, "spec": {"size": 1},
+    })
+}
+
+/// The names (`<namespace>/<name>`) of `provider`'s gadgets.
+pub fn stored(provider: &Cluster) -> Vec<String> {
+    let listed = provider.kubectl(&[
+        "get",
+        PLURAL,
+        "-A",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}",
+    ]);
+    listed.lines().map(str::to_string).collect()
+}

@@ -52,6 +52,28 @@ enum Command {
     /// `bindery.dev/provider`, else the default), lists and watches across
     /// namespaces from all of them as one.
     Route(RouteArgs),
+    /// Move one namespace of the app cluster, with every bound object in it, from the provider
+    /// that owns it to another of the router's providers.
+    MoveNamespace(MoveNamespaceArgs),
+}
+
+#[derive(clap::Args)]
+struct MoveNamespaceArgs {
+    /// The app cluster's kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// The router's providers, as `bindery route` is given them: `NAME=KUBECONFIG`, repeated.
+    #[arg(long = "provider", required = true, value_parser = provider_flag)]
+    providers: Vec<(String, PathBuf)>,
+    /// The router's default provider.
+    #[arg(long)]
+    default_provider: String,
+    /// The namespace to move.
+    #[arg(long)]
+    namespace: String,
+    /// The provider it moves to.
+    #[arg(long)]
+    to: String,
 }
 
 #[derive(clap::Args)]
@@ -437,6 +459,7 @@ fn main() -> anyhow::Result<()> {
         Command::Unbind(args) => unbind(args),
         Command::Migrate(args) => migrate(args),
         Command::Route(args) => route(args),
+        Command::MoveNamespace(args) => move_namespace(args),
     }
 }
 
@@ -560,6 +583,19 @@ fn route(args: RouteArgs) -> anyhow::Result<()> {
             listen: args.listen,
             serving_cert: args.tls_cert_file,
             serving_key: args.tls_private_key_file,
+        },
+    ))
+}
+
+fn move_namespace(args: MoveNamespaceArgs) -> anyhow::Result<()> {
+    let runtime = bindery::deep::runtime().context("starting the async runtime")?;
+    runtime.block_on(bindery::providers::relocate::run(
+        bindery::providers::relocate::Options {
+            kubeconfig: args.kubeconfig,
+            providers: args.providers,
+            default_provider: args.default_provider,
+            namespace: args.namespace,
+            to: args.to,
         },
     ))
 }

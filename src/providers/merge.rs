@@ -13,20 +13,33 @@ use serde_json::{Value, json};
 /// (`sendInitialEvents`).
 pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
+/// Whether provider `index` owns the namespace `namespace` now: what a
+/// provider holds in a namespace another owns (copies of a namespace being
+/// moved there, or the originals once it has moved) is not shown.
+pub type Owns<'a> = &'a dyn Fn(usize, &str) -> bool;
+
 /// The providers' lists `answers` (one per provider, in the router's order)
-/// as one list at `versions`.
-pub fn lists(answers: Vec<Value>, versions: &Versions) -> Result<Value, ApiError> {
-    let mut answers = answers.into_iter();
-    let mut merged = answers
+/// as one list at `versions`, each provider's entries of the namespaces it
+/// `owns`.
+pub fn lists(answers: Vec<Value>, versions: &Versions, owns: Owns) -> Result<Value, ApiError> {
+    let mut answers = answers.into_iter().enumerate();
+    let (_, mut merged) = answers
         .next()
         .ok_or_else(|| ApiError::internal("no provider answered"))?;
     let field = field_of(&merged)?;
-    let mut entries = take(&mut merged, field);
-    for mut answer in answers {
+    let mut entries: Vec<Value> = take(&mut merged, field)
+        .into_iter()
+        .filter(|entry| owned(entry, field, 0, owns))
+        .collect();
+    for (index, mut answer) in answers {
         if answer["kind"] != merged["kind"] || answer["apiVersion"] != merged["apiVersion"] {
             return Err(unlike());
         }
-        entries.extend(take(&mut answer, field));
+        entries.extend(
+            take(&mut answer, field)
+                .into_iter()
+                .filter(|entry| owned(entry, field, index, owns)),
+        );
     }
     // A stable sort: rows without their object keep the providers' order.
     entries.sort_by(|a, b| key_of(a, field).cmp(&key_of(b, field)));
@@ -53,6 +66,18 @@ fn field_of(list: &Value) -> Result<&'static str, ApiError> {
         }
         _ => Err(unlike()),
     }
+}
+
+/// Whether an entry of provider `index` is in a namespace it owns (an
+/// entry that names no namespace is kept: a Table row without its object).
+fn owned(entry: &Value, field: &str, index: usize, owns: Owns) -> bool {
+    let metadata = match field {
+        "rows" => &entry["object"]["metadata"],
+        _ => &entry["metadata"],
+    };
+    metadata["namespace"]
+        .as_str()
+        .is_none_or(|namespace| owns(index, namespace))
 }
 
 fn take(list: &mut Value, field: &str) -> Vec<Value> {
@@ -100,8 +125,10 @@ impl Watches {
     /// The event provider `index` sent, as the client gets it: its
     /// object's version is the merged one it brings the stream to. A
     /// provider's end of initial events is held until every provider has
-    /// sent its own, and then sent once. `None`: nothing to send for it.
-    pub fn event(&mut self, index: usize, mut event: Value) -> Option<Value> {
+    /// sent its own, and then sent once. An object of a namespace the
+    /// provider does not own moves the versions on, and is not shown.
+    /// `None`: nothing to send for it.
+    pub fn event(&mut self, index: usize, mut event: Value, owns: Owns) -> Option<Value> {
         let kind = event["type"].as_str().unwrap_or_default().to_string();
         if kind == "ERROR" {
             return Some(event);
@@ -112,6 +139,11 @@ impl Watches {
             .unwrap_or_default()
             .to_string();
         self.versions.advance(index, &own);
+        if let Some(namespace) = object["metadata"]["namespace"].as_str()
+            && !owns(index, namespace)
+        {
+            return None;
+        }
         let ends_initial =
             kind == "BOOKMARK" && object["metadata"]["annotations"][INITIAL_EVENTS_END] == "true";
         if ends_initial && let Some(ended) = self.initial_ended.as_mut() {
@@ -138,6 +170,8 @@ impl Watches {
 mod tests {
     use super::*;
 
+    const ALL: Owns = &|_, _| true;
+
     fn item(namespace: &str, name: &str, version: &str) -> Value {
         json!({"metadata": {"namespace": namespace, "name": name, "resourceVersion": version}})
     }
@@ -153,7 +187,7 @@ mod tests {
         let east = list(vec![item("a", "x", "5"), item("c", "a", "6")], "9");
         let west = list(vec![item("b", "z", "70"), item("a", "y", "71")], "80");
         let versions = Versions::parse("9.80", 2).expect("versions");
-        let merged = lists(vec![east, west], &versions).expect("merged");
+        let merged = lists(vec![east, west], &versions, &|_, _| true).expect("merged");
         let names: Vec<String> = merged["items"]
             .as_array()
             .expect("items")
@@ -174,6 +208,31 @@ mod tests {
     }
 
     #[test]
+    fn what_a_provider_holds_in_a_namespace_it_does_not_own_is_not_shown() {
+        // "moving" belongs to east (0); west (1) holds copies made there.
+        let owns: Owns = &|index, namespace| namespace != "moving" || index == 0;
+        let east = list(vec![item("moving", "x", "5")], "9");
+        let west = list(vec![item("moving", "x", "70"), item("b", "y", "71")], "80");
+        let merged = lists(vec![east, west], &Versions::all("0", 2), owns).expect("merged");
+        let versions: Vec<&str> = merged["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .filter_map(|i| i["metadata"]["resourceVersion"].as_str())
+            .collect();
+        assert_eq!(versions, ["71", "5"]);
+        let mut watches = Watches::new(Versions::all("0", 2), 2, false);
+        let copy = json!({"type": "ADDED", "object": {"metadata":
+            {"namespace": "moving", "name": "x", "resourceVersion": "72"}}});
+        assert_eq!(watches.event(1, copy, owns), None);
+        let other = watches.event(1, event("ADDED", "73"), owns).expect("shown");
+        assert_eq!(
+            other["object"]["metadata"]["resourceVersion"], "0.73",
+            "moved on past the copy"
+        );
+    }
+
+    #[test]
     fn tables_join_their_rows_by_the_rows_objects() {
         let table = |rows: Vec<Value>| {
             json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1",
@@ -183,6 +242,7 @@ mod tests {
         let merged = lists(
             vec![table(vec![row("b", "q")]), table(vec![row("a", "p")])],
             &Versions::parse("1.1", 2).expect("versions"),
+            &|_, _| true,
         )
         .expect("merged");
         assert_eq!(merged["rows"][0]["cells"], json!(["p"]));
@@ -192,10 +252,21 @@ mod tests {
     #[test]
     fn lists_of_different_forms_are_refused() {
         let table = json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "rows": []});
-        let error = lists(vec![list(vec![], "1"), table], &Versions::all("0", 2))
-            .expect_err("a list and a Table");
+        let error = lists(
+            vec![list(vec![], "1"), table],
+            &Versions::all("0", 2),
+            &|_, _| true,
+        )
+        .expect_err("a list and a Table");
         assert_eq!(error.code, 500);
-        assert!(lists(vec![json!({"kind": "Status"})], &Versions::all("0", 1)).is_err());
+        assert!(
+            lists(
+                vec![json!({"kind": "Status"})],
+                &Versions::all("0", 1),
+                &|_, _| true
+            )
+            .is_err()
+        );
     }
 
     fn event(kind: &str, version: &str) -> Value {
@@ -205,12 +276,14 @@ mod tests {
     #[test]
     fn each_event_carries_the_version_it_brings_the_stream_to() {
         let mut watches = Watches::new(Versions::parse("10.20", 2).expect("v"), 2, false);
-        let first = watches.event(1, event("ADDED", "21")).expect("sent");
+        let first = watches.event(1, event("ADDED", "21"), ALL).expect("sent");
         assert_eq!(first["object"]["metadata"]["resourceVersion"], "10.21");
-        let second = watches.event(0, event("MODIFIED", "11")).expect("sent");
+        let second = watches
+            .event(0, event("MODIFIED", "11"), ALL)
+            .expect("sent");
         assert_eq!(second["object"]["metadata"]["resourceVersion"], "11.21");
         let error = json!({"type": "ERROR", "object": {"kind": "Status", "code": 410}});
-        assert_eq!(watches.event(0, error.clone()), Some(error));
+        assert_eq!(watches.event(0, error.clone(), ALL), Some(error));
     }
 
     #[test]
@@ -220,14 +293,14 @@ mod tests {
                 "annotations": {INITIAL_EVENTS_END: "true"}}}})
         };
         let mut watches = Watches::new(Versions::all("0", 2), 2, true);
-        assert!(watches.event(0, event("ADDED", "3")).is_some());
+        assert!(watches.event(0, event("ADDED", "3"), ALL).is_some());
         assert_eq!(
-            watches.event(0, end("7")),
+            watches.event(0, end("7"), ALL),
             None,
             "held for the other provider"
         );
-        assert!(watches.event(1, event("ADDED", "40")).is_some());
-        let ended = watches.event(1, end("44")).expect("both ended");
+        assert!(watches.event(1, event("ADDED", "40"), ALL).is_some());
+        let ended = watches.event(1, end("44"), ALL).expect("both ended");
         assert_eq!(ended["object"]["metadata"]["resourceVersion"], "7.44");
         assert_eq!(
             ended["object"]["metadata"]["annotations"][INITIAL_EVENTS_END],

@@ -9,7 +9,9 @@
 //! cluster's users are authenticated (its front proxy) and authorized
 //! (a SubjectAccessReview in the app cluster) by the router.
 
+pub mod copy;
 pub mod merge;
+pub mod relocate;
 pub mod router;
 pub mod routes;
 pub mod serve;

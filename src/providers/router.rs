@@ -48,6 +48,35 @@ pub struct FrontProxy {
     pub allowed_names: Vec<String>,
 }
 
+/// Which provider owns each namespace, as the app cluster's Namespaces
+/// say now.
+#[derive(Clone)]
+struct Ownership {
+    routes: Routes,
+    namespaces: Store<Namespace>,
+    /// Moves on whenever a Namespace is seen to change provider.
+    moved: tokio::sync::watch::Receiver<u64>,
+}
+
+impl Ownership {
+    fn labels(&self, namespace: &str) -> Option<std::collections::BTreeMap<String, String>> {
+        self.namespaces
+            .get(&ObjectRef::new(namespace))
+            .and_then(|ns| ns.metadata.labels.clone())
+    }
+
+    /// The provider that owns `namespace`.
+    fn of(&self, namespace: &str) -> Result<usize, ApiError> {
+        self.routes
+            .of_namespace(namespace, self.labels(namespace).as_ref())
+    }
+
+    /// Whether provider `index` owns `namespace`.
+    fn owns(&self, index: usize, namespace: &str) -> bool {
+        self.of(namespace).ok() == Some(index)
+    }
+}
+
 /// What the router holds.
 pub struct Router {
     routes: Routes,
@@ -55,7 +84,7 @@ pub struct Router {
     providers: Vec<kube::Client>,
     app: kube::Client,
     front_proxy: FrontProxy,
-    namespaces: Store<Namespace>,
+    ownership: Ownership,
     authorizer: Authorizer,
     /// Whether each resource of a group/version is namespaced, as the
     /// default provider's discovery says, and when that was read.
@@ -119,16 +148,36 @@ impl Router {
         )
         .default_backoff()
         .applied_objects();
-        tokio::spawn(watch.for_each(|_| std::future::ready(())));
+        let (moves, moved) = tokio::sync::watch::channel(0u64);
+        let mut providers_seen: HashMap<String, Option<String>> = HashMap::new();
+        tokio::spawn(watch.for_each(move |namespace| {
+            if let Ok(namespace) = namespace {
+                let name = namespace.metadata.name.clone().unwrap_or_default();
+                let provider = namespace
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|labels| labels.get(super::routes::PROVIDER_LABEL).cloned());
+                let before = providers_seen.insert(name, provider.clone());
+                if before.is_some_and(|before| before != provider) {
+                    moves.send_modify(|generation| *generation += 1);
+                }
+            }
+            std::future::ready(())
+        }));
         tokio::time::timeout(Duration::from_secs(60), namespaces.wait_until_ready())
             .await
             .map_err(|_| anyhow::anyhow!("the app cluster's Namespaces were not read in 60 s"))??;
         Ok(Arc::new(Self {
+            ownership: Ownership {
+                routes: routes.clone(),
+                namespaces,
+                moved,
+            },
             routes,
             providers,
             app,
             front_proxy,
-            namespaces,
             authorizer: Authorizer::new(Default::default()),
             scopes: Mutex::new(HashMap::new()),
         }))
@@ -185,8 +234,14 @@ impl Router {
         .await?;
         match &resource.namespace {
             Some(namespace) => {
-                let index = self.provider_of(namespace)?;
-                self.forward(index, &parts, body).await
+                let index = self.provider_of(namespace, verb)?;
+                let response = self.forward(index, &parts, body).await?;
+                Ok(match verb {
+                    Verb::Watch if response.status().is_success() => {
+                        self.ended_when_moved(response, namespace, index)
+                    }
+                    _ => response,
+                })
             }
             None if !self.namespaced(&resource).await => {
                 self.forward(self.routes.default(), &parts, body).await
@@ -214,11 +269,14 @@ impl Router {
         Ok(crate::auth::front_proxy::from_headers(&parts.headers))
     }
 
-    /// The provider that owns `namespace`.
-    fn provider_of(&self, namespace: &str) -> Result<usize, ApiError> {
-        let found = self.namespaces.get(&ObjectRef::new(namespace));
-        let labels = found.as_ref().and_then(|ns| ns.metadata.labels.as_ref());
-        self.routes.of_namespace(namespace, labels)
+    /// The provider that owns `namespace`, for a request of `verb`: a
+    /// write waits while the namespace moves.
+    fn provider_of(&self, namespace: &str, verb: Verb) -> Result<usize, ApiError> {
+        let labels = self.ownership.labels(namespace);
+        if !matches!(verb, Verb::Get | Verb::List | Verb::Watch) {
+            super::routes::may_write(namespace, labels.as_ref())?;
+        }
+        self.routes.of_namespace(namespace, labels.as_ref())
     }
 
     /// Whether `resource` is namespaced, as the default provider's discovery
@@ -372,7 +430,10 @@ impl Router {
             );
             lists.push(list);
         }
-        let merged = merge::lists(lists, &versions)?;
+        let ownership = &self.ownership;
+        let merged = merge::lists(lists, &versions, &|index, namespace| {
+            ownership.owns(index, namespace)
+        })?;
         let bytes = serde_json::to_vec(&merged).map_err(|e| ApiError::internal(e.to_string()))?;
         let content_type = content_type
             .flatten()
@@ -424,7 +485,7 @@ impl Router {
             _ => Versions::all("0", providers),
         };
         let watches = Watches::new(start, providers, initial_events);
-        let body = interleaved(streams, watches);
+        let body = interleaved(streams, watches, self.ownership.clone());
         Ok(crate::forward::encode::watch_response(
             StatusCode::OK,
             body,
@@ -433,8 +494,14 @@ impl Router {
     }
 }
 
-/// The providers' watch `streams` as one, each event through `watches`.
-fn interleaved(streams: Vec<kube::client::Body>, mut watches: Watches) -> BoxBody {
+/// The providers' watch `streams` as one, each event through `watches`,
+/// ended with kube-apiserver's 410 when a namespace changes provider (what
+/// the client holds of it is then another provider's: it lists again).
+fn interleaved(
+    streams: Vec<kube::client::Body>,
+    mut watches: Watches,
+    ownership: Ownership,
+) -> BoxBody {
     let (events_tx, mut events) = tokio::sync::mpsc::channel::<(usize, Option<Value>)>(64);
     let mut readers = tokio::task::JoinSet::new();
     for (index, mut stream) in streams.into_iter().enumerate() {
@@ -463,10 +530,22 @@ fn interleaved(streams: Vec<kube::client::Body>, mut watches: Watches) -> BoxBod
         // The readers end with this task: when a provider's stream ends,
         // or the client goes away.
         let _readers = readers;
-        while let Some((index, event)) = events.recv().await {
-            let Some(event) = event else { break };
+        let mut moved = ownership.moved.clone();
+        moved.mark_unchanged();
+        loop {
+            let (index, event) = tokio::select! {
+                next = events.recv() => match next {
+                    Some((index, Some(event))) => (index, event),
+                    _ => break,
+                },
+                _ = moved.changed() => {
+                    let _ = tx.send(gone(crate::wire::accept::Media::Json)).await;
+                    break;
+                }
+            };
             let error = event["type"] == "ERROR";
-            let Some(out) = watches.event(index, event) else {
+            let owns = |index: usize, namespace: &str| ownership.owns(index, namespace);
+            let Some(out) = watches.event(index, event, &owns) else {
                 continue;
             };
             let Some(line) = crate::forward::encode::event(&out, crate::wire::accept::Media::Json)
@@ -480,6 +559,69 @@ fn interleaved(streams: Vec<kube::client::Body>, mut watches: Watches) -> BoxBod
     });
     StreamBody::new(rx.map(|bytes| Ok::<_, BoxError>(hyper::body::Frame::data(bytes))))
         .boxed_unsync()
+}
+
+/// kube-apiserver's 410 `Expired` watch event, in `media`: the namespaces
+/// a watch covers changed provider.
+fn gone(media: crate::wire::accept::Media) -> Bytes {
+    let event = serde_json::json!({"type": "ERROR", "object": {
+        "kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "reason": "Expired", "code": 410,
+        "message": "a namespace moved to another provider: list again",
+    }});
+    crate::forward::encode::event(&event, media).unwrap_or_default()
+}
+
+impl Router {
+    /// A watch of one namespace at provider `index`, as it came, ended with
+    /// kube-apiserver's 410 once the namespace belongs to another provider
+    /// (its objects are then the other provider's, and the versions too).
+    fn ended_when_moved(
+        &self,
+        response: Response<BoxBody>,
+        namespace: &str,
+        index: usize,
+    ) -> Response<BoxBody> {
+        let (head, mut upstream) = response.into_parts();
+        let media = match head.headers.get(CONTENT_TYPE) {
+            Some(ct)
+                if ct
+                    .as_bytes()
+                    .starts_with(b"application/vnd.kubernetes.protobuf") =>
+            {
+                crate::wire::accept::Media::Protobuf
+            }
+            _ => crate::wire::accept::Media::Json,
+        };
+        let ownership = self.ownership.clone();
+        let namespace = namespace.to_string();
+        let (mut tx, rx) = futures::channel::mpsc::channel::<Bytes>(64);
+        tokio::spawn(async move {
+            let mut moved = ownership.moved.clone();
+            moved.mark_unchanged();
+            loop {
+                tokio::select! {
+                    frame = upstream.frame() => {
+                        let Some(Ok(frame)) = frame else { break };
+                        let Ok(data) = frame.into_data() else { continue };
+                        if tx.send(data).await.is_err() {
+                            break;
+                        }
+                    }
+                    _ = moved.changed() => {
+                        if !ownership.owns(index, &namespace) {
+                            let _ = tx.send(gone(media)).await;
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        let body =
+            StreamBody::new(rx.map(|bytes| Ok::<_, BoxError>(hyper::body::Frame::data(bytes))))
+                .boxed_unsync();
+        Response::from_parts(head, body)
+    }
 }
 
 /// A provider's answer, as it came: its status, the headers a caller may

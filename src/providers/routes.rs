@@ -9,6 +9,10 @@ use std::collections::BTreeMap;
 /// The label of an app-cluster Namespace that names its provider.
 pub const PROVIDER_LABEL: &str = "bindery.dev/provider";
 
+/// The label of an app-cluster Namespace whose objects are being moved to
+/// the provider it names (`bindery move-namespace`): its writes wait.
+pub const MOVING_LABEL: &str = "bindery.dev/moving-to";
+
 /// The providers a router knows, by name, in the order their versions are
 /// written in a merged resourceVersion (`super::version`): sorted by name,
 /// so that the order does not hang on the order of the flags.
@@ -75,6 +79,26 @@ impl Routes {
     }
 }
 
+/// A write in `namespace`, whose Namespace has `labels`: refused while its
+/// objects move to another provider, as kube-apiserver refuses what it
+/// cannot take now (503 with a time to come back), so that clients and
+/// controllers try again rather than write where the objects no longer are.
+pub fn may_write(
+    namespace: &str,
+    labels: Option<&BTreeMap<String, String>>,
+) -> Result<(), ApiError> {
+    match labels.and_then(|labels| labels.get(MOVING_LABEL)) {
+        Some(to) => {
+            let mut error = ApiError::unavailable(format!(
+                "the namespace {namespace} is moving to the provider {to}: try again shortly"
+            ));
+            error.retry_after = Some(1);
+            Err(error)
+        }
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,6 +120,20 @@ mod tests {
             .expect_err("an unknown provider");
         assert_eq!(unknown.code, 503);
         assert!(unknown.message.contains("north"), "{}", unknown.message);
+    }
+
+    #[test]
+    fn writes_wait_while_a_namespace_moves() {
+        assert_eq!(may_write("a", None), Ok(()));
+        assert_eq!(may_write("a", Some(&labels("east"))), Ok(()));
+        let moving = BTreeMap::from([(MOVING_LABEL.to_string(), "west".to_string())]);
+        let error = may_write("a", Some(&moving)).expect_err("moving");
+        assert_eq!((error.code, error.retry_after), (503, Some(1)));
+        assert!(
+            error.message.contains("moving to the provider west"),
+            "{}",
+            error.message
+        );
     }
 
     #[test]

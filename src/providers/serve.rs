@@ -19,6 +19,25 @@ pub struct Options {
     pub serving_key: PathBuf,
 }
 
+/// A client of each provider's bindery (`providers`: name and the
+/// consumer kubeconfig), by name.
+pub async fn provider_clients(
+    providers: &[(String, PathBuf)],
+) -> Result<std::collections::HashMap<String, kube::Client>> {
+    let mut clients = std::collections::HashMap::new();
+    for (name, kubeconfig) in providers {
+        let mut config = crate::serve::provider_config(Some(kubeconfig))
+            .await
+            .with_context(|| format!("the provider {name}'s kubeconfig"))?;
+        // Watches last as long as the provider keeps them.
+        config.read_timeout = None;
+        let client = kube::Client::try_from(config)
+            .with_context(|| format!("a client for the provider {name}"))?;
+        clients.insert(name.clone(), client);
+    }
+    Ok(clients)
+}
+
 /// Serves until SIGTERM or Ctrl-C.
 pub async fn run(options: Options) -> Result<()> {
     let app = crate::serve::provider_client(options.kubeconfig.as_deref())
@@ -32,20 +51,11 @@ pub async fn run(options: Options) -> Result<()> {
         ca: crate::auth::trust::CaVerifier::from_pem(ca.as_bytes()).map_err(anyhow::Error::msg)?,
         allowed_names,
     };
-    let mut providers = Vec::new();
-    for (name, kubeconfig) in &options.providers {
-        let mut config = crate::serve::provider_config(Some(kubeconfig))
-            .await
-            .with_context(|| format!("the provider {name}'s kubeconfig"))?;
-        // Watches last as long as the provider keeps them.
-        config.read_timeout = None;
-        let client = kube::Client::try_from(config)
-            .with_context(|| format!("a client for the provider {name}"))?;
-        providers.push(Provider {
-            name: name.clone(),
-            client,
-        });
-    }
+    let providers = provider_clients(&options.providers)
+        .await?
+        .into_iter()
+        .map(|(name, client)| Provider { name, client })
+        .collect();
     let router = Router::new(app, providers, &options.default_provider, front_proxy).await?;
     let verifier =
         crate::auth::trust::DynamicClientVerifier::new(&roots).map_err(anyhow::Error::msg)?;

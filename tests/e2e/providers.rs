@@ -126,6 +126,26 @@ impl TwoProviders {
         two
     }
 
+    /// `bindery move-namespace` of `namespace` to the provider `to`.
+    fn move_namespace(&self, namespace: &str, to: &str) {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_bindery"))
+            .args(["move-namespace", "--namespace", namespace, "--to", to])
+            .args(["--default-provider", "east"])
+            .arg("--kubeconfig")
+            .arg(&self.app.kubeconfig)
+            .arg("--provider")
+            .arg(format!("east={}", self.east.kubeconfig.display()))
+            .arg("--provider")
+            .arg(format!("west={}", self.west.kubeconfig.display()))
+            .output()
+            .expect("bindery move-namespace runs");
+        assert!(
+            output.status.success(),
+            "bindery move-namespace: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
     fn create(&self, namespace: &str, name: &str) {
         self.app.kubectl_with_stdin(
             &["-n", namespace, "create", "-f", "-"],
@@ -288,6 +308,91 @@ fn one_resource_from_two_providers_routed_by_namespace_and_read_as_one() {
         west_stored.contains(&two.at_west(team_west, "c")),
         "{west_stored:?}"
     );
+
+    // team_east moves to west, losing no object or field; a watch across
+    // namespaces that saw east's objects ends with 410, to list again.
+    app.kubectl(&[
+        "-n",
+        team_east,
+        "patch",
+        PLURAL,
+        "a",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"labels":{"tier":"gold"},"annotations":{"note":"kept"}},"status":{"phase":"Ready"}}"#,
+    ]);
+    let fields = |name: &str| {
+        let object = app.kubectl(&["-n", team_east, "get", PLURAL, name, "-o", "json"]);
+        let object: serde_json::Value = serde_json::from_str(&object).expect("an object");
+        let metadata = &object["metadata"];
+        serde_json::json!([
+            metadata["labels"],
+            metadata["annotations"],
+            object["spec"],
+            object["status"]
+        ])
+    };
+    let before = (fields("a"), fields("d"));
+    let events = runtime.block_on(async {
+        let client = app.client().await;
+        let all: Api<DynamicObject> = Api::all_with(client, &gadgets());
+        let version = all
+            .list(&ListParams::default())
+            .await
+            .expect("a list")
+            .metadata
+            .resource_version
+            .expect("a version");
+        all.watch(&WatchParams::default().timeout(60), &version)
+            .await
+            .expect("a watch across providers")
+    });
+    let ended = runtime.spawn(async move {
+        futures::pin_mut!(events);
+        while let Some(event) = events.next().await {
+            if let Ok(WatchEvent::Error(status)) = event {
+                return Some(status.code);
+            }
+        }
+        None
+    });
+    two.move_namespace(team_east, "west");
+    let code = runtime
+        .block_on(async { tokio::time::timeout(Duration::from_secs(20), ended).await })
+        .expect("the watch ended within 20 s")
+        .expect("the watch task");
+    assert_eq!(code, Some(410), "the watch across namespaces ends with 410");
+    assert_eq!((fields("a"), fields("d")), before, "moved with every field");
+    let east_stored = two.stored_east();
+    assert!(
+        !east_stored
+            .iter()
+            .any(|s| s.contains(&format!("-{team_east}/"))),
+        "nothing left at east: {east_stored:?}"
+    );
+    let west_stored = two.stored_west();
+    for name in ["a", "d"] {
+        assert!(
+            west_stored.contains(&two.at_west(team_east, name)),
+            "{west_stored:?}"
+        );
+    }
+    app.kubectl(&[
+        "-n",
+        team_east,
+        "patch",
+        PLURAL,
+        "a",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"size":3}}"#,
+    ]);
+    assert_eq!(fields("a")[2]["size"], 3, "written at west now");
+}
+
+/// The gadgets' API resource.
+fn gadgets() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, "v1", "Gadget"), PLURAL)
 }
 
 /// The next ADDED event's object.

@@ -14,5 +14,6 @@ pub mod merge;
 pub mod relocate;
 pub mod router;
 pub mod routes;
+pub mod schemas;
 pub mod serve;
 pub mod version;

@@ -133,7 +133,7 @@ impl Router {
             .into_iter()
             .map(|provider| (provider.name, provider.client))
             .collect();
-        let providers = routes
+        let providers: Vec<kube::Client> = routes
             .names()
             .iter()
             .filter_map(|name| by_name.remove(name))
@@ -165,6 +165,14 @@ impl Router {
             }
             std::future::ready(())
         }));
+        let refused = incompatible(&routes, &providers).await?;
+        if !refused.is_empty() {
+            anyhow::bail!(
+                "a provider's schema is not compatible with the default provider's {}:\n{}",
+                routes.names()[routes.default()],
+                refused.join("\n")
+            );
+        }
         tokio::time::timeout(Duration::from_secs(60), namespaces.wait_until_ready())
             .await
             .map_err(|_| anyhow::anyhow!("the app cluster's Namespaces were not read in 60 s"))??;
@@ -492,6 +500,89 @@ impl Router {
             crate::wire::accept::Media::Json,
         ))
     }
+}
+
+/// Each resource the default provider serves, in every group/version it
+/// serves, judged against every other provider's schema of it
+/// ([`super::schemas`]): what breaks, in words (empty: one schema).
+async fn incompatible(routes: &Routes, providers: &[kube::Client]) -> anyhow::Result<Vec<String>> {
+    let read = |client: &kube::Client, path: String| {
+        let client = client.clone();
+        async move {
+            let request = http::Request::get(&path)
+                .header(ACCEPT, "application/json")
+                .body(Vec::new())
+                .expect("a GET request builds");
+            client
+                .request::<Value>(request)
+                .await
+                .unwrap_or(Value::Null)
+        }
+    };
+    let first = &providers[routes.default()];
+    let groups = read(first, "/apis".to_string()).await;
+    let mut refused = Vec::new();
+    let versions = groups["groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|group| group["versions"].as_array().cloned().unwrap_or_default())
+        .filter_map(|version| version["groupVersion"].as_str().map(str::to_string));
+    for group_version in versions {
+        let (group, version) = group_version
+            .split_once('/')
+            .unwrap_or(("", &group_version));
+        let discovery = |client| read(client, format!("/apis/{group_version}"));
+        let openapi = |client| read(client, format!("/openapi/v3/apis/{group_version}"));
+        let (first_discovery, first_openapi) = (discovery(first).await, openapi(first).await);
+        for (index, other) in providers.iter().enumerate() {
+            if index == routes.default() {
+                continue;
+            }
+            let (other_discovery, other_openapi) = (discovery(other).await, openapi(other).await);
+            for resource in first_discovery["resources"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                let Some(name) = resource["name"].as_str().filter(|n| !n.contains('/')) else {
+                    continue;
+                };
+                let theirs = other_discovery["resources"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|r| r["name"] == name);
+                let kind = resource["kind"].as_str().unwrap_or_default();
+                let first_served = super::schemas::Served {
+                    group,
+                    version,
+                    kind,
+                    namespaced: resource["namespaced"] == true,
+                    openapi: &first_openapi,
+                };
+                let empty = Value::Null;
+                let other_served = super::schemas::Served {
+                    group,
+                    version,
+                    kind,
+                    namespaced: theirs.is_some_and(|r| r["namespaced"] == true),
+                    openapi: if theirs.is_some() {
+                        &other_openapi
+                    } else {
+                        &empty
+                    },
+                };
+                for broken in super::schemas::breaks(&first_served, &other_served) {
+                    refused.push(format!(
+                        "{} serves {name}.{group} otherwise: {broken}",
+                        routes.names()[index]
+                    ));
+                }
+            }
+        }
+    }
+    Ok(refused)
 }
 
 /// The providers' watch `streams` as one, each event through `watches`,

@@ -8,7 +8,9 @@
 
 use crate::bindery::{Consumer, bindery};
 use crate::fixture::{Cluster, clusters, own_app_cluster};
-use crate::router_fixture::{GROUP, PLURAL, Router, gadget, second_provider, start_router, stored};
+use crate::router_fixture::{
+    GROUP, PLURAL, Router, gadget, refusal, second_provider, start_router, stored,
+};
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, WatchEvent, WatchParams,
@@ -388,6 +390,36 @@ fn one_resource_from_two_providers_routed_by_namespace_and_read_as_one() {
         r#"{"spec":{"size":3}}"#,
     ]);
     assert_eq!(fields("a")[2]["size"], 3, "written at west now");
+
+    // One schema: a provider that serves the resource otherwise (here west's
+    // bound schema made cluster-scoped) is refused when the router starts,
+    // saying what breaks.
+    two.west_cluster.kubectl(&[
+        "-n",
+        &two.west.cluster_namespace,
+        "patch",
+        "boundschema",
+        &format!("{PLURAL}.{GROUP}"),
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"scope":"Cluster"}}"#,
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let refused = loop {
+        let providers = [("east", &two.east), ("west", &two.west)];
+        if let Some(refused) = refusal(app, &providers, "east") {
+            break refused;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a router across both still starts"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(
+        refused.contains(&format!("west serves {PLURAL}.{GROUP} otherwise")),
+        "{refused}"
+    );
 }
 
 /// The gadgets' API resource.

@@ -24,9 +24,9 @@ impl Drop for Router {
     }
 }
 
-/// Starts the router for `app` across `providers` (name and the consumer
-/// bound there), `default` among them.
-pub fn start_router(app: &Cluster, providers: &[(&str, &Consumer)], default: &str) -> Router {
+/// `bindery route` for `app` across `providers` (name and the consumer
+/// bound there), `default` among them, not started yet.
+fn route_command(app: &Cluster, providers: &[(&str, &Consumer)], default: &str) -> Command {
     let serving = bindery().pki.join("bindery");
     let mut command = Command::new(env!("CARGO_BIN_EXE_bindery"));
     command
@@ -48,9 +48,16 @@ pub fn start_router(app: &Cluster, providers: &[(&str, &Consumer)], default: &st
             .arg("--provider")
             .arg(format!("{name}={}", consumer.kubeconfig.display()));
     }
-    let mut child = command
+    command
         .env("RUST_LOG", "warn,bindery=info,kube_client=off")
-        .stdout(Stdio::piped())
+        .stdout(Stdio::piped());
+    command
+}
+
+/// Starts the router for `app` across `providers` (name and the consumer
+/// bound there), `default` among them.
+pub fn start_router(app: &Cluster, providers: &[(&str, &Consumer)], default: &str) -> Router {
+    let mut child = route_command(app, providers, default)
         .stderr(Stdio::inherit())
         .spawn()
         .expect("bindery route starts");
@@ -61,6 +68,23 @@ pub fn start_router(app: &Cluster, providers: &[(&str, &Consumer)], default: &st
         .and_then(|(_, port)| port.parse().ok())
         .unwrap_or_else(|| panic!("bindery route did not start: {line:?} (its log is above)"));
     Router { child, port }
+}
+
+/// Why the router refused to start for `providers` (what it printed on
+/// its way out); `None` when it started.
+pub fn refusal(app: &Cluster, providers: &[(&str, &Consumer)], default: &str) -> Option<String> {
+    let mut child = route_command(app, providers, default)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("bindery route starts");
+    let line = crate::bindery::first_line(&mut child);
+    if !line.is_empty() {
+        let _ = child.kill();
+        let _ = child.wait();
+        return None;
+    }
+    let output = child.wait_with_output().expect("bindery route ends");
+    Some(String::from_utf8_lossy(&output.stderr).into_owned())
 }
 
 /// A provider cluster of its own with bindery serving it, and consumer

@@ -571,6 +571,52 @@ fn the_app_clusters_controllers_and_informers_work_across_both_providers() {
         assert_eq!(names, expected, "{informer}");
     }
 
+    // A controller-runtime controller across both providers: its cache
+    // lists and watches across namespaces, and it updates each object with
+    // the version its cache holds (a merged one, from its watch).
+    let other_east = format!("{team_east}-cr");
+    app.kubectl(&["create", "namespace", &other_east]);
+    two.create(&other_east, "f");
+    let controller = GoController::start(app);
+    let annotated = |namespace: &str, name: &str| {
+        app.kubectl(&[
+            "-n",
+            namespace,
+            "get",
+            PLURAL,
+            name,
+            "-o",
+            "jsonpath={.metadata.annotations.reconciled-size}",
+        ])
+    };
+    for (namespace, name, size) in [
+        (team_west, "b", "1"),
+        (team_west, "c", "2"),
+        (other_east.as_str(), "f", "1"),
+    ] {
+        wait_for(
+            &format!("the controller annotated {namespace}/{name}"),
+            Duration::from_secs(60),
+            || annotated(namespace, name) == size,
+        );
+    }
+    app.kubectl(&[
+        "-n",
+        &other_east,
+        "patch",
+        PLURAL,
+        "f",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"size":5}}"#,
+    ]);
+    wait_for(
+        "the controller followed f's change",
+        Duration::from_secs(30),
+        || annotated(&other_east, "f") == "5",
+    );
+    drop(controller);
+
     // A provider that is down fails its own namespaces only; discovery
     // (the default provider's) goes on.
     let mut west_bindery = two.west_bindery;
@@ -594,4 +640,38 @@ fn the_app_clusters_controllers_and_informers_work_across_both_providers() {
     assert_eq!(listed_in(app, &open), ["e"]);
     let resources = app.kubectl(&["api-resources", "--api-group", GROUP]);
     assert!(resources.contains(PLURAL), "{resources}");
+}
+
+/// The controller-runtime controller of `tests/clients/gadget-controller`
+/// across every namespace of an app cluster; stopped when dropped.
+struct GoController {
+    child: std::process::Child,
+}
+
+impl GoController {
+    fn start(app: &Cluster) -> Self {
+        let binary = crate::soak::go_runner::build_from(
+            "tests/clients",
+            "gadget-controller",
+            "sigs.k8s.io/controller-runtime v0.22.4 from the Go module proxy or cache",
+        );
+        let log = crate::fixture::scratch_dir().join(crate::fixture::unique_name("controller.log"));
+        let child = std::process::Command::new(binary)
+            .arg("--app-kubeconfig")
+            .arg(&app.kubeconfig)
+            .args(["--group", GROUP, "--version", "v1", "--kind", "Gadget"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("a log file"))
+            .spawn()
+            .expect("the controller starts");
+        Self { child }
+    }
+}
+
+impl Drop for GoController {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

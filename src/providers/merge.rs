@@ -55,6 +55,48 @@ pub fn lists(answers: Vec<Value>, versions: &Versions, owns: Owns) -> Result<Val
     Ok(merged)
 }
 
+/// A provider's list `list` emptied of its entries (`items`, or a Table's
+/// `rows`): where it kept them, and them.
+pub fn entries(list: &mut Value) -> Result<(&'static str, Vec<Value>), ApiError> {
+    let field = field_of(list)?;
+    Ok((field, take(list, field)))
+}
+
+/// A page: `list` (a provider's answer emptied by [`entries`]) holding
+/// `page` at `versions`, continued by `next` when there is more.
+pub fn page(
+    mut list: Value,
+    field: &str,
+    page: Vec<Value>,
+    versions: &Versions,
+    next: Option<String>,
+) -> Value {
+    list[field] = Value::Array(page);
+    if let Some(metadata) = list
+        .as_object_mut()
+        .map(|object| object.entry("metadata").or_insert_with(|| json!({})))
+        .and_then(Value::as_object_mut)
+    {
+        metadata.remove("remainingItemCount");
+        metadata.insert("resourceVersion".into(), versions.text().into());
+        match next {
+            Some(next) => metadata.insert("continue".into(), next.into()),
+            None => metadata.remove("continue"),
+        };
+    }
+    list
+}
+
+/// The key an entry is listed by (namespace, then name), owned.
+pub fn order_of(entry: &Value, field: &str) -> Option<(String, String)> {
+    key_of(entry, field).map(|(namespace, name)| (namespace.to_string(), name.to_string()))
+}
+
+/// Whether provider `index`'s `entry` is in a namespace it owns.
+pub fn is_owned(entry: &Value, field: &str, index: usize, owns: Owns) -> bool {
+    owned(entry, field, index, owns)
+}
+
 /// Where a list keeps its entries: `rows` of a Table, `items` of a list.
 fn field_of(list: &Value) -> Result<&'static str, ApiError> {
     match list["kind"].as_str() {

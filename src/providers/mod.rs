@@ -11,6 +11,7 @@
 
 pub mod copy;
 pub mod merge;
+pub mod pages;
 pub mod relocate;
 pub mod router;
 pub mod routes;

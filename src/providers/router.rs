@@ -394,12 +394,15 @@ impl Router {
     ) -> Result<Response<BoxBody>, ApiError> {
         let providers = self.routes.len();
         let raw = parts.uri.query().unwrap_or_default();
-        let asked = Asked::parse(&query_value(raw, "resourceVersion"), providers)?;
-        if !query_value(raw, "continue").is_empty() {
-            return Err(ApiError::bad_request(
-                "continue key is not valid: the router gave none",
-            ));
+        let limit = query_value(raw, "limit")
+            .parse::<usize>()
+            .ok()
+            .filter(|l| *l > 0);
+        let token = query_value(raw, "continue");
+        if parts.method == Method::GET && (limit.is_some() || !token.is_empty()) {
+            return self.merged_page(parts, limit, &token).await;
         }
+        let asked = Asked::parse(&query_value(raw, "resourceVersion"), providers)?;
         let headers = json_accept(&parts.headers)?;
         let requests = (0..providers).map(|index| {
             let query = rewritten_query(raw, |key, value| match key {
@@ -453,6 +456,190 @@ impl Router {
         );
         response.headers_mut().insert(CONTENT_TYPE, content_type);
         Ok(response)
+    }
+
+    /// One page of a list across namespaces ([`super::pages`]): each
+    /// provider asked for its next entries from its cursor, at the first
+    /// page's versions, and the first `limit` of them all given, with a
+    /// token for the rest.
+    async fn merged_page(
+        &self,
+        parts: &http::request::Parts,
+        limit: Option<usize>,
+        token: &str,
+    ) -> Result<Response<BoxBody>, ApiError> {
+        use super::pages::{Batch, Continue, Cursor, first, next_cursors};
+        let providers = self.routes.len();
+        let raw = parts.uri.query().unwrap_or_default();
+        let asked_version = query_value(raw, "resourceVersion");
+        let headers = json_accept(&parts.headers)?;
+        let limit = limit.unwrap_or(usize::MAX);
+        let (mut cursors, fixed) = if token.is_empty() {
+            let asked = Asked::parse(&asked_version, providers)?;
+            (vec![Cursor::default(); providers], Err(asked))
+        } else {
+            if !asked_version.is_empty() {
+                return Err(ApiError::bad_request(
+                    "specifying resource version is not allowed when using continue",
+                ));
+            }
+            let token = Continue::decode(token, providers)?;
+            let versions = Versions::parse(&token.version, providers)
+                .ok_or_else(|| ApiError::bad_request("continue key is not valid"))?;
+            (token.cursors, Ok(versions))
+        };
+        // Where provider `index` is asked from: its token, else its start
+        // at the first page's version (exactly that one, after the first).
+        let from = |index: usize, cursor: &Cursor, count: Option<usize>| {
+            let mut query = form_urlencoded::Serializer::new(String::new());
+            for (key, value) in form_urlencoded::parse(raw.as_bytes()) {
+                if !matches!(
+                    &*key,
+                    "limit" | "continue" | "resourceVersion" | "resourceVersionMatch"
+                ) {
+                    query.append_pair(&key, &value);
+                }
+            }
+            match (&cursor.after, &fixed) {
+                (Some(after), _) => {
+                    query.append_pair("continue", after);
+                }
+                (None, Ok(versions)) => {
+                    query.append_pair("resourceVersion", versions.of(index));
+                    query.append_pair("resourceVersionMatch", "Exact");
+                }
+                (None, Err(asked)) => {
+                    if !asked.of(index).is_empty() {
+                        query.append_pair("resourceVersion", asked.of(index));
+                    }
+                    if let Some(matching) = form_urlencoded::parse(raw.as_bytes())
+                        .find(|(k, _)| k == "resourceVersionMatch")
+                    {
+                        query.append_pair("resourceVersionMatch", &matching.1);
+                    }
+                }
+            }
+            if let Some(count) = count.filter(|c| *c < usize::MAX / 2) {
+                query.append_pair("limit", &count.to_string());
+            }
+            query.finish()
+        };
+        let ask = |index: usize, query: String| {
+            let request = self.request(parts, Some(&query), &headers, Bytes::new());
+            async move {
+                let answer = self.send(index, request?).await?;
+                if answer.status() != StatusCode::OK {
+                    return Err(Stop::Answered(passed_back(answer)));
+                }
+                Ok(read_list(answer).await?)
+            }
+        };
+        // Cursors far into a provider's entries first move to a token past
+        // them.
+        for (index, slot) in cursors.iter_mut().enumerate() {
+            if !slot.needs_token(limit) {
+                continue;
+            }
+            let cursor = slot.clone();
+            let query = from(index, &cursor, Some(cursor.skip));
+            let list = match ask(index, query).await {
+                Ok(list) => list,
+                Err(stop) => return stop.into(),
+            };
+            *slot = match list["metadata"]["continue"]
+                .as_str()
+                .filter(|c| !c.is_empty())
+            {
+                Some(next) => Cursor {
+                    after: Some(next.to_string()),
+                    skip: 0,
+                    done: false,
+                },
+                None => Cursor {
+                    done: true,
+                    ..cursor
+                },
+            };
+        }
+        let asks = cursors.iter().enumerate().map(|(index, cursor)| {
+            let query = (!cursor.done)
+                .then(|| from(index, cursor, Some(cursor.skip.saturating_add(limit))));
+            async move {
+                match query {
+                    Some(query) => ask(index, query).await.map(Some),
+                    None => Ok(None),
+                }
+            }
+        });
+        let answers = futures::future::join_all(asks).await;
+        let mut versions = match &fixed {
+            Ok(versions) => versions.clone(),
+            Err(_) => Versions::all("0", providers),
+        };
+        let mut envelope = None;
+        let mut field = "items";
+        let mut tagged = Vec::new();
+        let mut batches = Vec::with_capacity(providers);
+        for (index, answer) in answers.into_iter().enumerate() {
+            let mut list = match answer {
+                Ok(Some(list)) => list,
+                Ok(None) => {
+                    batches.push(None);
+                    continue;
+                }
+                Err(stop) => return stop.into(),
+            };
+            if fixed.is_err() {
+                versions.advance(
+                    index,
+                    list["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap_or_default(),
+                );
+            }
+            let (kept_in, entries) = merge::entries(&mut list)?;
+            field = kept_in;
+            let next = list["metadata"]["continue"]
+                .as_str()
+                .filter(|c| !c.is_empty())
+                .map(str::to_string);
+            let given: Vec<Value> = entries.into_iter().skip(cursors[index].skip).collect();
+            batches.push(Some(Batch {
+                given: given.len(),
+                next,
+            }));
+            tagged.extend(given.into_iter().map(|entry| (index, entry)));
+            envelope.get_or_insert(list);
+        }
+        let more: Vec<bool> = batches
+            .iter()
+            .map(|batch| batch.as_ref().is_some_and(|b| b.next.is_some()))
+            .collect();
+        let ownership = &self.ownership;
+        let (page, taken) = first(
+            tagged,
+            limit,
+            &more,
+            |entry| merge::order_of(entry, field),
+            |index, entry| {
+                merge::is_owned(entry, field, index, &|i, namespace| {
+                    ownership.owns(i, namespace)
+                })
+            },
+        );
+        let cursors = next_cursors(&cursors, &batches, &taken);
+        let next = (!cursors.iter().all(|c| c.done)).then(|| {
+            Continue {
+                version: versions.text(),
+                cursors,
+            }
+            .encode()
+        });
+        let envelope = envelope.unwrap_or_else(
+            || serde_json::json!({"kind": "List", "apiVersion": "v1", "items": []}),
+        );
+        let merged = merge::page(envelope, field, page, &versions, next);
+        json_answer(&merged)
     }
 
     /// A watch across namespaces: every provider's watch, from its own
@@ -713,6 +900,55 @@ impl Router {
                 .boxed_unsync();
         Response::from_parts(head, body)
     }
+}
+
+/// Why a merged page stops early: a provider's answer that is not a list
+/// (passed back as it came), or an error of the router's.
+enum Stop {
+    Answered(Response<BoxBody>),
+    Failed(ApiError),
+}
+
+impl From<ApiError> for Stop {
+    fn from(error: ApiError) -> Self {
+        Stop::Failed(error)
+    }
+}
+
+impl From<Stop> for Result<Response<BoxBody>, ApiError> {
+    fn from(stop: Stop) -> Self {
+        match stop {
+            Stop::Answered(answer) => Ok(answer),
+            Stop::Failed(error) => Err(error),
+        }
+    }
+}
+
+/// A provider's list answer (200), read whole.
+async fn read_list(answer: Response<kube::client::Body>) -> Result<Value, ApiError> {
+    if !is_json(answer.headers()) {
+        return Err(crate::forward::answer::unreadable("a provider"));
+    }
+    let bytes = Limited::new(answer.into_body(), LARGEST_LIST)
+        .collect()
+        .await
+        .map_err(|_| crate::forward::answer::unreadable("a provider"))?
+        .to_bytes();
+    crate::deep::from_slice(&bytes).map_err(|_| crate::forward::answer::unreadable("a provider"))
+}
+
+/// `value` as a 200 JSON answer.
+fn json_answer(value: &Value) -> Result<Response<BoxBody>, ApiError> {
+    let bytes = serde_json::to_vec(value).map_err(|e| ApiError::internal(e.to_string()))?;
+    let mut response = Response::new(
+        Full::new(Bytes::from(bytes))
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+    );
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Ok(response)
 }
 
 /// A provider's answer, as it came: its status, the headers a caller may

@@ -226,6 +226,14 @@ fn one_resource_from_two_providers_routed_by_namespace_and_read_as_one() {
         .filter_map(|item| item["metadata"]["name"].as_str())
         .collect();
     assert_eq!(names, ["a", "b"], "{json}");
+    // kubectl in chunks of one: a page per object, both providers.
+    let chunked = app.kubectl(&["get", PLURAL, "-A", "--chunk-size=1", "-o", "name"]);
+    let chunked: Vec<&str> = chunked.lines().collect();
+    assert_eq!(
+        chunked,
+        [format!("gadget.{GROUP}/a"), format!("gadget.{GROUP}/b")],
+        "{chunked:?}"
+    );
 
     // A watch across namespaces, from a merged list's version, resumed from
     // its first event's version: the second event once, nothing before.
@@ -304,6 +312,41 @@ fn one_resource_from_two_providers_routed_by_namespace_and_read_as_one() {
             .await
             .expect("replaced with the merged version");
         assert_eq!(replaced.data["spec"]["size"], 2);
+
+        // Paged with a limit of one, in namespace then name order, every
+        // page at the first page's versions, and a write between pages not
+        // seen (the pages are one list).
+        let mut token: Option<String> = None;
+        let mut paged = Vec::new();
+        let mut versions = Vec::new();
+        loop {
+            let mut params = ListParams::default().limit(1);
+            if let Some(token) = &token {
+                params = params.continue_token(token);
+            }
+            let page = all.list(&params).await.expect("a page across providers");
+            versions.push(page.metadata.resource_version.clone().expect("a version"));
+            paged.extend(page.items.iter().filter_map(|o| o.metadata.name.clone()));
+            if paged.len() == 1 {
+                create(team_east, "late").await;
+            }
+            token = page.metadata.continue_.filter(|t| !t.is_empty());
+            if token.is_none() {
+                break;
+            }
+            assert!(paged.len() <= 4, "{paged:?}");
+        }
+        assert_eq!(paged, ["a", "d", "b", "c"], "{versions:?}");
+        assert_eq!(versions.len(), 4, "a page per object");
+        assert!(versions.iter().all(|v| *v == versions[0]), "{versions:?}");
+        let bad = all
+            .list(&ListParams::default().limit(1).continue_token("not-a-token"))
+            .await
+            .expect_err("a token the router did not give");
+        assert!(
+            matches!(bad, kube::Error::Api(ref s) if s.code == 400),
+            "{bad:?}"
+        );
     });
     let west_stored = two.stored_west();
     assert!(

@@ -1,0 +1,298 @@
+//! Paging a list across providers (pure). A page of `limit` entries is the
+//! first `limit` of every provider's next entries, in list order; the
+//! continue token the client gets holds the merged resourceVersion the
+//! first page was read at and, per provider, where its next entries start:
+//! its own continue token (or its start, at that version), and how many
+//! entries from there were given already. Each provider is asked for
+//! `skip + limit` entries from there and the first `skip` left out, so every
+//! page is read at the first page's versions, and no entry is missed or
+//! given twice. When `skip` reaches `limit`, the next page first asks for a
+//! continue token just past those `skip` entries ([`Cursor::needs_token`]),
+//! so that what is asked again stays bounded.
+
+use crate::status::ApiError;
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+
+/// Where one provider's next entries start.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cursor {
+    /// The provider's continue token; `None`: its list's start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+    /// How many entries from there were given already.
+    #[serde(default)]
+    pub skip: usize,
+    /// Every entry was given.
+    #[serde(default)]
+    pub done: bool,
+}
+
+impl Cursor {
+    /// Whether the cursor should first be moved to a token past its `skip`
+    /// entries, before a page of `limit` is asked.
+    pub fn needs_token(&self, limit: usize) -> bool {
+        !self.done && self.skip >= limit.max(1)
+    }
+}
+
+/// What a merged list's continue token holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Continue {
+    /// The merged resourceVersion of the first page.
+    pub version: String,
+    pub cursors: Vec<Cursor>,
+}
+
+impl Continue {
+    /// The token a client is given.
+    pub fn encode(&self) -> String {
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+    }
+
+    /// The token `text` for `providers` providers; kube-apiserver's 400 for
+    /// one the router did not give.
+    pub fn decode(text: &str, providers: usize) -> Result<Self, ApiError> {
+        let invalid =
+            || ApiError::bad_request("continue key is not valid: not one the router gave");
+        let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(text)
+            .map_err(|_| invalid())?;
+        let token: Continue = serde_json::from_slice(&json).map_err(|_| invalid())?;
+        if token.cursors.len() != providers
+            || super::version::Versions::parse(&token.version, providers).is_none()
+        {
+            return Err(invalid());
+        }
+        Ok(token)
+    }
+}
+
+/// One provider's answer to a page's request: how many entries it gave
+/// after its cursor's `skip` (`given`), and its continue token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Batch {
+    pub given: usize,
+    pub next: Option<String>,
+}
+
+/// The cursors after a page that took `taken[i]` of provider `i`'s `batches`
+/// (`None`: a provider not asked, its cursor done).
+pub fn next_cursors(cursors: &[Cursor], batches: &[Option<Batch>], taken: &[usize]) -> Vec<Cursor> {
+    cursors
+        .iter()
+        .zip(batches)
+        .zip(taken)
+        .map(|((cursor, batch), taken)| match batch {
+            None => cursor.clone(),
+            Some(batch) if *taken == batch.given => match &batch.next {
+                Some(next) => Cursor {
+                    after: Some(next.clone()),
+                    skip: 0,
+                    done: false,
+                },
+                None => Cursor {
+                    done: true,
+                    ..cursor.clone()
+                },
+            },
+            Some(_) => Cursor {
+                skip: cursor.skip + taken,
+                ..cursor.clone()
+            },
+        })
+        .collect()
+}
+
+/// The first `limit` of `tagged` entries (each with its provider) that are
+/// `shown`, in list order by `key`, and how many of each provider's were
+/// passed (those not shown before the page's end count: they are behind).
+/// A provider with `more` entries than it gave bounds the page: nothing
+/// after its last entry given can be placed yet (its next ones may come
+/// first); one that gave none while it has more leaves the page empty.
+pub fn first<T, K: Ord + Clone>(
+    mut tagged: Vec<(usize, T)>,
+    limit: usize,
+    more: &[bool],
+    key: impl Fn(&T) -> K,
+    shown: impl Fn(usize, &T) -> bool,
+) -> (Vec<T>, Vec<usize>) {
+    let mut last: Vec<Option<K>> = vec![None; more.len()];
+    for (index, entry) in &tagged {
+        let k = key(entry);
+        if let Some(slot) = last.get_mut(*index)
+            && slot.as_ref().is_none_or(|l| k > *l)
+        {
+            *slot = Some(k);
+        }
+    }
+    let mut bound: Option<Option<K>> = None;
+    for (index, has_more) in more.iter().enumerate() {
+        if *has_more {
+            let end = last[index].clone();
+            bound = Some(match bound {
+                None => end,
+                Some(None) => None,
+                Some(Some(b)) => end.map(|e| if e < b { e } else { b }),
+            });
+        }
+    }
+    tagged.sort_by_key(|(_, entry)| key(entry));
+    let mut taken = vec![0; more.len()];
+    let mut page = Vec::new();
+    for (index, entry) in tagged {
+        match &bound {
+            Some(None) => break,
+            Some(Some(bound)) if key(&entry) > *bound => break,
+            _ => {}
+        }
+        let visible = shown(index, &entry);
+        if visible && page.len() == limit {
+            break;
+        }
+        if let Some(count) = taken.get_mut(index) {
+            *count += 1;
+        }
+        if visible {
+            page.push(entry);
+        }
+    }
+    (page, taken)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_token_reads_back_as_given_and_others_are_refused() {
+        let token = Continue {
+            version: "4.9".into(),
+            cursors: vec![
+                Cursor {
+                    after: Some("abc".into()),
+                    skip: 0,
+                    done: false,
+                },
+                Cursor {
+                    after: None,
+                    skip: 3,
+                    done: false,
+                },
+            ],
+        };
+        assert_eq!(Continue::decode(&token.encode(), 2), Ok(token.clone()));
+        for bad in ["", "%%", "e30", &token.encode()[1..]] {
+            let error = Continue::decode(bad, 2).expect_err(bad);
+            assert_eq!(error.code, 400, "{bad}");
+        }
+        assert!(
+            Continue::decode(&token.encode(), 3).is_err(),
+            "another router's"
+        );
+    }
+
+    #[test]
+    fn a_provider_whose_batch_was_taken_whole_goes_on_from_its_token() {
+        let cursors = vec![Cursor::default(), Cursor::default()];
+        let batches = vec![
+            Some(Batch {
+                given: 2,
+                next: Some("t".into()),
+            }),
+            Some(Batch {
+                given: 2,
+                next: None,
+            }),
+        ];
+        let next = next_cursors(&cursors, &batches, &[2, 1]);
+        assert_eq!(
+            next[0],
+            Cursor {
+                after: Some("t".into()),
+                skip: 0,
+                done: false
+            }
+        );
+        assert_eq!(
+            next[1],
+            Cursor {
+                after: None,
+                skip: 1,
+                done: false
+            }
+        );
+        let next = next_cursors(
+            &next,
+            &[
+                None,
+                Some(Batch {
+                    given: 1,
+                    next: None,
+                }),
+            ],
+            &[0, 1],
+        );
+        assert!(next[1].done);
+        assert!(!next[1].needs_token(5));
+        assert!(
+            Cursor {
+                skip: 5,
+                ..Cursor::default()
+            }
+            .needs_token(5)
+        );
+    }
+
+    proptest! {
+        /// Paging two sorted lists with any limit gives every entry once,
+        /// in order.
+        #[test]
+        fn pages_give_every_entry_once_in_order(
+            mut east in proptest::collection::btree_set(0u32..500, 0..40),
+            west in proptest::collection::btree_set(0u32..500, 0..40),
+            limit in 1usize..7,
+        ) {
+            east.retain(|e| !west.contains(e));
+            let lists = [east.into_iter().collect::<Vec<_>>(), west.into_iter().collect::<Vec<_>>()];
+            // A provider's continue token here is the offset it stands for.
+            let mut cursors = vec![Cursor::default(), Cursor::default()];
+            let mut seen = Vec::new();
+            for _ in 0..200 {
+                let mut tagged = Vec::new();
+                let mut batches = Vec::new();
+                for (index, cursor) in cursors.iter_mut().enumerate() {
+                    if cursor.done {
+                        batches.push(None);
+                        continue;
+                    }
+                    let start: usize = cursor.after.as_deref().map_or(0, |t| t.parse().unwrap());
+                    if cursor.needs_token(limit) {
+                        let past = start + cursor.skip;
+                        *cursor = Cursor { after: Some(past.to_string()), skip: 0, done: false };
+                    }
+                    let start: usize = cursor.after.as_deref().map_or(0, |t| t.parse().unwrap());
+                    let end = (start + cursor.skip + limit).min(lists[index].len());
+                    let from = (start + cursor.skip).min(end);
+                    let given = &lists[index][from..end];
+                    tagged.extend(given.iter().map(|e| (index, *e)));
+                    let next = (end < lists[index].len()).then(|| end.to_string());
+                    batches.push(Some(Batch { given: given.len(), next }));
+                }
+                let more: Vec<bool> = batches.iter().map(|b| b.as_ref().is_some_and(|b| b.next.is_some())).collect();
+                let (page, taken) = first(tagged, limit, &more, |e| *e, |_, e| e % 7 != 0);
+                prop_assert!(page.len() <= limit);
+                seen.extend(page);
+                cursors = next_cursors(&cursors, &batches, &taken);
+                if cursors.iter().all(|c| c.done) {
+                    break;
+                }
+            }
+            let mut all: Vec<u32> = lists.concat().into_iter().filter(|e| e % 7 != 0).collect();
+            all.sort();
+            prop_assert_eq!(seen, all);
+        }
+    }
+}

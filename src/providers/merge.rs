@@ -13,10 +13,12 @@ use serde_json::{Value, json};
 /// (`sendInitialEvents`).
 pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
-/// Whether provider `index` owns the namespace `namespace` now: what a
-/// provider holds in a namespace another owns (copies of a namespace being
-/// moved there, or the originals once it has moved) is not shown.
-pub type Owns<'a> = &'a dyn Fn(usize, &str) -> bool;
+/// Whether provider `index` owns the object whose metadata (namespace,
+/// annotations) is given, now: what a provider holds in a namespace another
+/// owns (copies of a namespace being moved there, or the originals once it
+/// has moved), or that is routed to another, is not shown. Called only for
+/// objects that name a namespace.
+pub type Owns<'a> = &'a dyn Fn(usize, &Value) -> bool;
 
 /// The providers' lists `answers` (one per provider, in the router's order)
 /// as one list at `versions`, each provider's entries of the namespaces it
@@ -117,9 +119,7 @@ fn owned(entry: &Value, field: &str, index: usize, owns: Owns) -> bool {
         "rows" => &entry["object"]["metadata"],
         _ => &entry["metadata"],
     };
-    metadata["namespace"]
-        .as_str()
-        .is_none_or(|namespace| owns(index, namespace))
+    metadata["namespace"].as_str().is_none() || owns(index, metadata)
 }
 
 fn take(list: &mut Value, field: &str) -> Vec<Value> {
@@ -181,9 +181,7 @@ impl Watches {
             .unwrap_or_default()
             .to_string();
         self.versions.advance(index, &own);
-        if let Some(namespace) = object["metadata"]["namespace"].as_str()
-            && !owns(index, namespace)
-        {
+        if object["metadata"]["namespace"].is_string() && !owns(index, &object["metadata"]) {
             return None;
         }
         let ends_initial =
@@ -252,7 +250,7 @@ mod tests {
     #[test]
     fn what_a_provider_holds_in_a_namespace_it_does_not_own_is_not_shown() {
         // "moving" belongs to east (0); west (1) holds copies made there.
-        let owns: Owns = &|index, namespace| namespace != "moving" || index == 0;
+        let owns: Owns = &|index, metadata| metadata["namespace"] != "moving" || index == 0;
         let east = list(vec![item("moving", "x", "5")], "9");
         let west = list(vec![item("moving", "x", "70"), item("b", "y", "71")], "80");
         let merged = lists(vec![east, west], &Versions::all("0", 2), owns).expect("merged");

@@ -75,6 +75,20 @@ impl Ownership {
     fn owns(&self, index: usize, namespace: &str) -> bool {
         self.of(namespace).ok() == Some(index)
     }
+
+    /// Whether provider `index` owns the object with `metadata`: its
+    /// namespace's, or, where the namespace routes objects, the one the
+    /// object names.
+    fn shows(&self, index: usize, metadata: &Value) -> bool {
+        let Some(namespace) = metadata["namespace"].as_str() else {
+            return true;
+        };
+        let labels = self.labels(namespace);
+        self.routes
+            .of_object(namespace, labels.as_ref(), metadata.get("annotations"))
+            .ok()
+            == Some(index)
+    }
 }
 
 /// What the router holds.
@@ -241,6 +255,12 @@ impl Router {
         )
         .await?;
         match &resource.namespace {
+            Some(namespace)
+                if super::routes::routes_objects(self.ownership.labels(namespace).as_ref()) =>
+            {
+                self.object_routed(&parts, body, &resource, verb, namespace)
+                    .await
+            }
             Some(namespace) => {
                 let index = self.provider_of(namespace, verb)?;
                 let response = self.forward(index, &parts, body).await?;
@@ -260,6 +280,83 @@ impl Router {
                 _ => self.forward(self.routes.default(), &parts, body).await,
             },
         }
+    }
+
+    /// A request in a namespace whose objects each name their provider:
+    /// a create goes where its object says, a named request to the provider
+    /// that holds the object, and reads of the namespace ask every provider.
+    async fn object_routed(
+        &self,
+        parts: &http::request::Parts,
+        body: Bytes,
+        resource: &ResourceRequest,
+        verb: Verb,
+        namespace: &str,
+    ) -> Result<Response<BoxBody>, ApiError> {
+        let labels = self.ownership.labels(namespace);
+        if !matches!(verb, Verb::Get | Verb::List | Verb::Watch) {
+            super::routes::may_write(namespace, labels.as_ref())?;
+        }
+        let named = annotations_of(&parts.headers, &body);
+        match verb {
+            Verb::List | Verb::DeleteCollection => self.merged_list(parts, body).await,
+            Verb::Watch => self.merged_watch(parts).await,
+            Verb::Create => {
+                let index = self
+                    .routes
+                    .of_object(namespace, labels.as_ref(), named.as_ref())?;
+                self.forward(index, parts, body).await
+            }
+            _ => {
+                let index = self.locate(resource, namespace).await?;
+                let asked = named
+                    .as_ref()
+                    .and_then(|a| a.get(super::routes::OBJECT_PROVIDER_ANNOTATION))
+                    .and_then(Value::as_str);
+                if let Some(asked) = asked.filter(|asked| *asked != self.routes.names()[index]) {
+                    return Err(ApiError::generic_invalid(format!(
+                        "metadata.annotations[{}]: Invalid value: \"{asked}\": an object does not change provider; move its namespace",
+                        super::routes::OBJECT_PROVIDER_ANNOTATION
+                    )));
+                }
+                self.forward(index, parts, body).await
+            }
+        }
+    }
+
+    /// The provider that holds the object a named request in `namespace`
+    /// is for: the namespace's provider first, then the others; the
+    /// namespace's when none does (its 404 is the answer).
+    async fn locate(&self, resource: &ResourceRequest, namespace: &str) -> Result<usize, ApiError> {
+        let owner = self.provider_of(namespace, Verb::Get)?;
+        let name = resource.name.as_deref().unwrap_or_default();
+        let path = format!(
+            "/apis/{}/{}/namespaces/{namespace}/{}/{}",
+            resource.group,
+            resource.version,
+            resource.resource,
+            percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC)
+        );
+        let order = std::iter::once(owner).chain((0..self.routes.len()).filter(|i| *i != owner));
+        for index in order {
+            let request = http::Request::get(&path)
+                .header(ACCEPT, "application/json")
+                .body(kube::client::Body::from(Vec::new()))
+                .map_err(|e| ApiError::internal(e.to_string()))?;
+            let Ok(answer) = self.send(index, request).await else {
+                continue;
+            };
+            if answer.status() != StatusCode::OK {
+                continue;
+            }
+            let Ok(object) = read_list(answer).await else {
+                continue;
+            };
+            if self.ownership.shows(index, &object["metadata"]) {
+                return Ok(index);
+            }
+        }
+        Ok(owner)
     }
 
     /// The user the app cluster's front proxy calls for (`None`: it names
@@ -442,8 +539,8 @@ impl Router {
             lists.push(list);
         }
         let ownership = &self.ownership;
-        let merged = merge::lists(lists, &versions, &|index, namespace| {
-            ownership.owns(index, namespace)
+        let merged = merge::lists(lists, &versions, &|index, metadata| {
+            ownership.shows(index, metadata)
         })?;
         let bytes = serde_json::to_vec(&merged).map_err(|e| ApiError::internal(e.to_string()))?;
         let content_type = content_type
@@ -622,8 +719,8 @@ impl Router {
             &more,
             |entry| merge::order_of(entry, field),
             |index, entry| {
-                merge::is_owned(entry, field, index, &|i, namespace| {
-                    ownership.owns(i, namespace)
+                merge::is_owned(entry, field, index, &|i, metadata| {
+                    ownership.shows(i, metadata)
                 })
             },
         );
@@ -822,7 +919,7 @@ fn interleaved(
                 }
             };
             let error = event["type"] == "ERROR";
-            let owns = |index: usize, namespace: &str| ownership.owns(index, namespace);
+            let owns = |index: usize, metadata: &Value| ownership.shows(index, metadata);
             let Some(out) = watches.event(index, event, &owns) else {
                 continue;
             };
@@ -1008,6 +1105,19 @@ fn json_accept(headers: &HeaderMap) -> Result<HeaderMap, ApiError> {
         out.insert(USER_AGENT, agent.clone());
     }
     Ok(out)
+}
+
+/// The annotations a JSON request body's object (or merge patch) gives.
+fn annotations_of(headers: &HeaderMap, body: &Bytes) -> Option<Value> {
+    let json = headers
+        .get(CONTENT_TYPE)
+        .and_then(|ct| ct.to_str().ok())
+        .is_some_and(|ct| ct.contains("json"));
+    if !json || body.is_empty() {
+        return None;
+    }
+    let value: Value = crate::deep::from_slice(body).ok()?;
+    value.pointer("/metadata/annotations").cloned()
 }
 
 /// The decoded value of `key` in the raw query `raw` (its first), or empty.

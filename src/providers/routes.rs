@@ -9,6 +9,14 @@ use std::collections::BTreeMap;
 /// The label of an app-cluster Namespace that names its provider.
 pub const PROVIDER_LABEL: &str = "bindery.dev/provider";
 
+/// The label of an app-cluster Namespace whose objects may each name their
+/// provider ([`OBJECT_PROVIDER_ANNOTATION`]): its reads ask every provider.
+pub const OBJECT_ROUTING_LABEL: &str = "bindery.dev/object-routing";
+
+/// The annotation of an object, in a namespace with object routing, that
+/// names its provider (kube-bind's pull request #594 routes objects so).
+pub const OBJECT_PROVIDER_ANNOTATION: &str = "bindery.dev/provider";
+
 /// The label of an app-cluster Namespace whose objects are being moved to
 /// the provider it names (`bindery move-namespace`): its writes wait.
 pub const MOVING_LABEL: &str = "bindery.dev/moving-to";
@@ -79,6 +87,43 @@ impl Routes {
     }
 }
 
+/// Whether a Namespace with `labels` lets each object name its provider.
+pub fn routes_objects(labels: Option<&BTreeMap<String, String>>) -> bool {
+    labels
+        .and_then(|labels| labels.get(OBJECT_ROUTING_LABEL))
+        .is_some_and(|v| v == "true")
+}
+
+impl Routes {
+    /// The provider of an object of `namespace` (whose Namespace has
+    /// `labels`) with `annotations`: the one it names where the namespace
+    /// routes objects, else the namespace's. A name the router does not
+    /// know is kube-apiserver's 422 for an unsupported value.
+    pub fn of_object(
+        &self,
+        namespace: &str,
+        labels: Option<&BTreeMap<String, String>>,
+        annotations: Option<&serde_json::Value>,
+    ) -> Result<usize, ApiError> {
+        let named = annotations
+            .and_then(|a| a.get(OBJECT_PROVIDER_ANNOTATION))
+            .and_then(serde_json::Value::as_str);
+        match named {
+            Some(named) if routes_objects(labels) => self
+                .names
+                .iter()
+                .position(|name| name == named)
+                .ok_or_else(|| {
+                    ApiError::generic_invalid(format!(
+                        "metadata.annotations[{OBJECT_PROVIDER_ANNOTATION}]: Unsupported value: \"{named}\": supported values: {}",
+                        self.names.iter().map(|n| format!("\"{n}\"")).collect::<Vec<_>>().join(", ")
+                    ))
+                }),
+            _ => self.of_namespace(namespace, labels),
+        }
+    }
+}
+
 /// A write in `namespace`, whose Namespace has `labels`: refused while its
 /// objects move to another provider, as kube-apiserver refuses what it
 /// cannot take now (503 with a time to come back), so that clients and
@@ -120,6 +165,33 @@ mod tests {
             .expect_err("an unknown provider");
         assert_eq!(unknown.code, 503);
         assert!(unknown.message.contains("north"), "{}", unknown.message);
+    }
+
+    #[test]
+    fn an_object_names_its_provider_where_its_namespace_routes_objects() {
+        let routes = Routes::new(vec!["east".into(), "west".into()], "east").expect("routes");
+        let annotations = serde_json::json!({OBJECT_PROVIDER_ANNOTATION: "west"});
+        let routing = BTreeMap::from([(OBJECT_ROUTING_LABEL.to_string(), "true".to_string())]);
+        assert_eq!(
+            routes.of_object("a", Some(&routing), Some(&annotations)),
+            Ok(1)
+        );
+        assert_eq!(
+            routes.of_object("a", None, Some(&annotations)),
+            Ok(0),
+            "not without the label"
+        );
+        assert_eq!(routes.of_object("a", Some(&routing), None), Ok(0));
+        let unknown = serde_json::json!({OBJECT_PROVIDER_ANNOTATION: "north"});
+        let error = routes
+            .of_object("a", Some(&routing), Some(&unknown))
+            .expect_err("unknown");
+        assert_eq!(error.code, 422);
+        assert!(
+            error.message.contains("Unsupported value: \"north\""),
+            "{}",
+            error.message
+        );
     }
 
     #[test]

@@ -354,6 +354,78 @@ fn one_resource_from_two_providers_routed_by_namespace_and_read_as_one() {
         "{west_stored:?}"
     );
 
+    // Object routing: in a namespace labelled for it, each object names its
+    // provider; reads of the namespace show both, a named request finds the
+    // object where it is, and an object does not change provider.
+    let mixed = format!("{team_east}-mix");
+    app.kubectl(&["create", "namespace", &mixed]);
+    app.kubectl(&[
+        "label",
+        "namespace",
+        &mixed,
+        "bindery.dev/object-routing=true",
+    ]);
+    let mut routed = gadget("x");
+    routed["metadata"]["annotations"] = serde_json::json!({"bindery.dev/provider": "west"});
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !two.stored_west().contains(&two.at_west(&mixed, "x")) {
+        let _ = app.kubectl_output(
+            &["-n", &mixed, "delete", PLURAL, "x", "--ignore-not-found"],
+            None,
+        );
+        let _ = app.kubectl_output(
+            &["-n", &mixed, "create", "-f", "-"],
+            Some(&routed.to_string()),
+        );
+        assert!(Instant::now() < deadline, "x never went to west");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    two.create(&mixed, "y");
+    assert!(two.stored_east().contains(&two.at_east(&mixed, "y")));
+    assert!(!two.stored_east().contains(&two.at_east(&mixed, "x")));
+    assert_eq!(listed_in(app, &mixed), ["x", "y"]);
+    app.kubectl(&[
+        "-n",
+        &mixed,
+        "patch",
+        PLURAL,
+        "x",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"size":7}}"#,
+    ]);
+    let size = app.kubectl(&[
+        "-n",
+        &mixed,
+        "get",
+        PLURAL,
+        "x",
+        "-o",
+        "jsonpath={.spec.size}",
+    ]);
+    assert_eq!(size, "7");
+    let moved = app.kubectl_output(
+        &[
+            "-n",
+            &mixed,
+            "annotate",
+            PLURAL,
+            "x",
+            "bindery.dev/provider=east",
+            "--overwrite",
+        ],
+        None,
+    );
+    assert!(!moved.status.success(), "x stays at west");
+    let said = String::from_utf8_lossy(&moved.stderr);
+    assert!(
+        said.contains("an object does not change provider"),
+        "{said}"
+    );
+    app.kubectl(&["-n", &mixed, "delete", PLURAL, "x"]);
+    assert!(!two.stored_west().contains(&two.at_west(&mixed, "x")));
+    assert_eq!(listed_in(app, &mixed), ["y"]);
+
     // team_east moves to west, losing no object or field; a watch across
     // namespaces that saw east's objects ends with 410, to list again.
     app.kubectl(&[

@@ -552,8 +552,7 @@ fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let runtime = bindery::deep::runtime().context("starting the async runtime")?;
-    runtime.block_on(bindery::serve::run(bindery::serve::Options {
+    on_runtime(bindery::serve::run(bindery::serve::Options {
         provider_kubeconfig: args.provider_kubeconfig,
         listen: args.listen,
         pki: args.pki,
@@ -573,9 +572,14 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }))
 }
 
-fn route(args: RouteArgs) -> anyhow::Result<()> {
+/// Runs `work` to its end on bindery's runtime.
+fn on_runtime(work: impl std::future::Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
     let runtime = bindery::deep::runtime().context("starting the async runtime")?;
-    runtime.block_on(bindery::providers::serve::run(
+    runtime.block_on(work)
+}
+
+fn route(args: RouteArgs) -> anyhow::Result<()> {
+    on_runtime(bindery::providers::serve::run(
         bindery::providers::serve::Options {
             kubeconfig: args.kubeconfig,
             providers: args.providers,
@@ -588,8 +592,7 @@ fn route(args: RouteArgs) -> anyhow::Result<()> {
 }
 
 fn move_namespace(args: MoveNamespaceArgs) -> anyhow::Result<()> {
-    let runtime = bindery::deep::runtime().context("starting the async runtime")?;
-    runtime.block_on(bindery::providers::relocate::run(
+    on_runtime(bindery::providers::relocate::run(
         bindery::providers::relocate::Options {
             kubeconfig: args.kubeconfig,
             providers: args.providers,

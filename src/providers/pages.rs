@@ -247,6 +247,15 @@ mod tests {
     }
 
     proptest! {
+        /// Whatever a client sends as a continue token is read without a
+        /// panic, and refused unless it is one the router gave.
+        #[test]
+        fn any_token_is_read_without_panic(text in ".{0,200}", providers in 1usize..4) {
+            if let Ok(token) = Continue::decode(&text, providers) {
+                prop_assert_eq!(token.cursors.len(), providers);
+            }
+        }
+
         /// Paging two sorted lists with any limit gives every entry once,
         /// in order.
         #[test]

@@ -513,23 +513,12 @@ impl Router {
         let answers = futures::future::join_all(requests).await;
         let mut lists = Vec::with_capacity(providers);
         let mut versions = Versions::all("0", providers);
-        let mut content_type = None;
         for (index, answer) in answers.into_iter().enumerate() {
             let answer = answer?;
             if answer.status() != StatusCode::OK {
                 return Ok(passed_back(answer));
             }
-            content_type.get_or_insert_with(|| answer.headers().get(CONTENT_TYPE).cloned());
-            if !is_json(answer.headers()) {
-                return Err(crate::forward::answer::unreadable("a provider"));
-            }
-            let bytes = Limited::new(answer.into_body(), LARGEST_LIST)
-                .collect()
-                .await
-                .map_err(|_| crate::forward::answer::unreadable("a provider"))?
-                .to_bytes();
-            let list: Value = crate::deep::from_slice(&bytes)
-                .map_err(|_| crate::forward::answer::unreadable("a provider"))?;
+            let list = read_list(answer).await?;
             versions.advance(
                 index,
                 list["metadata"]["resourceVersion"]
@@ -542,17 +531,7 @@ impl Router {
         let merged = merge::lists(lists, &versions, &|index, metadata| {
             ownership.shows(index, metadata)
         })?;
-        let bytes = serde_json::to_vec(&merged).map_err(|e| ApiError::internal(e.to_string()))?;
-        let content_type = content_type
-            .flatten()
-            .unwrap_or_else(|| HeaderValue::from_static("application/json"));
-        let mut response = Response::new(
-            Full::new(Bytes::from(bytes))
-                .map_err(|never| match never {})
-                .boxed_unsync(),
-        );
-        response.headers_mut().insert(CONTENT_TYPE, content_type);
-        Ok(response)
+        json_answer(&merged)
     }
 
     /// One page of a list across namespaces ([`super::pages`]): each

@@ -148,6 +148,20 @@ impl TwoProviders {
         );
     }
 
+    /// A merge patch of gadget `name` in `namespace`, through the app cluster.
+    fn patch(&self, namespace: &str, name: &str, patch: &str) {
+        self.app.kubectl(&[
+            "-n",
+            namespace,
+            "patch",
+            PLURAL,
+            name,
+            "--type=merge",
+            "-p",
+            patch,
+        ]);
+    }
+
     fn create(&self, namespace: &str, name: &str) {
         self.app.kubectl_with_stdin(
             &["-n", namespace, "create", "-f", "-"],
@@ -384,16 +398,7 @@ fn one_resource_from_two_providers_routed_by_namespace_and_read_as_one() {
     assert!(two.stored_east().contains(&two.at_east(&mixed, "y")));
     assert!(!two.stored_east().contains(&two.at_east(&mixed, "x")));
     assert_eq!(listed_in(app, &mixed), ["x", "y"]);
-    app.kubectl(&[
-        "-n",
-        &mixed,
-        "patch",
-        PLURAL,
-        "x",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"size":7}}"#,
-    ]);
+    two.patch(&mixed, "x", r#"{"spec":{"size":7}}"#);
     let size = app.kubectl(&[
         "-n",
         &mixed,
@@ -428,16 +433,7 @@ fn one_resource_from_two_providers_routed_by_namespace_and_read_as_one() {
 
     // team_east moves to west, losing no object or field; a watch across
     // namespaces that saw east's objects ends with 410, to list again.
-    app.kubectl(&[
-        "-n",
-        team_east,
-        "patch",
-        PLURAL,
-        "a",
-        "--type=merge",
-        "-p",
-        r#"{"metadata":{"labels":{"tier":"gold"},"annotations":{"note":"kept"}},"status":{"phase":"Ready"}}"#,
-    ]);
+    two.patch(team_east, "a", r#"{"metadata":{"labels":{"tier":"gold"},"annotations":{"note":"kept"}},"status":{"phase":"Ready"}}"#);
     let fields = |name: &str| {
         let object = app.kubectl(&["-n", team_east, "get", PLURAL, name, "-o", "json"]);
         let object: serde_json::Value = serde_json::from_str(&object).expect("an object");
@@ -494,16 +490,7 @@ fn one_resource_from_two_providers_routed_by_namespace_and_read_as_one() {
             "{west_stored:?}"
         );
     }
-    app.kubectl(&[
-        "-n",
-        team_east,
-        "patch",
-        PLURAL,
-        "a",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"size":3}}"#,
-    ]);
+    two.patch(team_east, "a", r#"{"spec":{"size":3}}"#);
     assert_eq!(fields("a")[2]["size"], 3, "written at west now");
 
     // One schema: a provider that serves the resource otherwise (here west's
@@ -592,16 +579,7 @@ fn the_app_clusters_controllers_and_informers_work_across_both_providers() {
     let informers = crate::soak::GoInformers::start_for(app, GROUP, PLURAL, "");
     two.create(team_west, "c");
     two.create(team_east, "d");
-    app.kubectl(&[
-        "-n",
-        team_west,
-        "patch",
-        PLURAL,
-        "c",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"size":2}}"#,
-    ]);
+    two.patch(team_west, "c", r#"{"spec":{"size":2}}"#);
     app.kubectl(&["-n", team_east, "delete", PLURAL, "d"]);
 
     // The garbage collector: a gadget owned by a ConfigMap of west's
@@ -715,16 +693,7 @@ fn the_app_clusters_controllers_and_informers_work_across_both_providers() {
             || annotated(namespace, name) == size,
         );
     }
-    app.kubectl(&[
-        "-n",
-        &other_east,
-        "patch",
-        PLURAL,
-        "f",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"size":5}}"#,
-    ]);
+    two.patch(&other_east, "f", r#"{"spec":{"size":5}}"#);
     wait_for(
         "the controller followed f's change",
         Duration::from_secs(30),

@@ -7,14 +7,21 @@
 //! ([`version`]). Each provider is reached at its bindery's consumer
 //! endpoint with the consumer's own credential ([`router`]); the app
 //! cluster's users are authenticated (its front proxy) and authorized
-//! (a SubjectAccessReview in the app cluster) by the router.
+//! (a SubjectAccessReview in the app cluster) by the router. A list across
+//! providers is paged with tokens of the router's own ([`pages`]); a
+//! namespace moves from one provider to another with [`relocate`]
+//! ([`copy`] is what it writes); a provider whose schema would break a
+//! consumer of the default provider's is refused at the start ([`schemas`]).
 
 pub mod copy;
 pub mod merge;
+mod merged;
 pub mod pages;
 pub mod relocate;
+mod requests;
 pub mod router;
 pub mod routes;
+mod schema_reads;
 pub mod schemas;
 pub mod serve;
 pub mod version;

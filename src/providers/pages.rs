@@ -10,6 +10,7 @@
 //! continue token just past those `skip` entries ([`Cursor::needs_token`]),
 //! so that what is asked again stays bounded.
 
+use super::version::{Asked, Versions};
 use crate::status::ApiError;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
@@ -69,12 +70,164 @@ impl Continue {
     }
 }
 
+/// The versions a page is read at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// The first page: as the client asked.
+    Asked(Asked),
+    /// A later page: exactly the first page's versions.
+    At(Versions),
+}
+
+/// Where a page starts: a first page (no `token`) at the `resourceVersion`
+/// asked, or the cursors and versions `token` holds; kube-apiserver's 400
+/// for a version beside a token, or a token the router did not give.
+pub fn start_of(
+    token: &str,
+    asked_version: &str,
+    providers: usize,
+) -> Result<(Vec<Cursor>, Start), ApiError> {
+    if token.is_empty() {
+        let asked = Asked::parse(asked_version, providers)?;
+        return Ok((vec![Cursor::default(); providers], Start::Asked(asked)));
+    }
+    if !asked_version.is_empty() {
+        return Err(ApiError::bad_request(
+            "specifying resource version is not allowed when using continue",
+        ));
+    }
+    let token = Continue::decode(token, providers)?;
+    let versions = Versions::parse(&token.version, providers)
+        .ok_or_else(|| ApiError::bad_request("continue key is not valid"))?;
+    Ok((token.cursors, Start::At(versions)))
+}
+
+/// The query provider `index` is asked with for `count` entries (`None`:
+/// all) from `cursor`: the client's query `raw` without its paging and
+/// versions, then the cursor's token, or the list's start at the page's
+/// versions (exactly the first page's, after the first).
+pub fn query_for(
+    raw: &str,
+    index: usize,
+    cursor: &Cursor,
+    start: &Start,
+    count: Option<usize>,
+) -> String {
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    let pairs = || form_urlencoded::parse(raw.as_bytes());
+    for (key, value) in pairs() {
+        if !matches!(
+            &*key,
+            "limit" | "continue" | "resourceVersion" | "resourceVersionMatch"
+        ) {
+            query.append_pair(&key, &value);
+        }
+    }
+    match (&cursor.after, start) {
+        (Some(after), _) => {
+            query.append_pair("continue", after);
+        }
+        (None, Start::At(versions)) => {
+            query.append_pair("resourceVersion", versions.of(index));
+            query.append_pair("resourceVersionMatch", "Exact");
+        }
+        (None, Start::Asked(asked)) => {
+            if !asked.of(index).is_empty() {
+                query.append_pair("resourceVersion", asked.of(index));
+            }
+            if let Some((_, matching)) = pairs().find(|(k, _)| k == "resourceVersionMatch") {
+                query.append_pair("resourceVersionMatch", &matching);
+            }
+        }
+    }
+    if let Some(count) = count.filter(|c| *c < usize::MAX / 2) {
+        query.append_pair("limit", &count.to_string());
+    }
+    query.finish()
+}
+
+/// The cursor after asking for `cursor.skip` entries from it, whose answer
+/// continues with `next`: just past them.
+pub fn past(cursor: &Cursor, next: Option<&str>) -> Cursor {
+    match next.filter(|next| !next.is_empty()) {
+        Some(next) => Cursor {
+            after: Some(next.to_string()),
+            skip: 0,
+            done: false,
+        },
+        None => Cursor {
+            done: true,
+            ..cursor.clone()
+        },
+    }
+}
+
 /// One provider's answer to a page's request: how many entries it gave
 /// after its cursor's `skip` (`given`), and its continue token.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Batch {
     pub given: usize,
     pub next: Option<String>,
+}
+
+/// The providers' answers to a page's requests, read.
+pub struct Read {
+    /// The first answer, emptied of its entries: the page's envelope.
+    pub envelope: Option<serde_json::Value>,
+    /// Where the answers keep their entries (`items`, or a Table's `rows`).
+    pub field: &'static str,
+    /// Each provider's entries after its cursor's `skip`, with its place.
+    pub tagged: Vec<(usize, serde_json::Value)>,
+    pub batches: Vec<Option<Batch>>,
+    /// The page's versions.
+    pub versions: Versions,
+}
+
+/// Reads each provider's answer (`None`: not asked, its cursor done) to a
+/// page started at `start` from `cursors`.
+pub fn read(
+    answers: Vec<Option<serde_json::Value>>,
+    cursors: &[Cursor],
+    start: &Start,
+) -> Result<Read, ApiError> {
+    let mut read = Read {
+        envelope: None,
+        field: "items",
+        tagged: Vec::new(),
+        batches: Vec::with_capacity(answers.len()),
+        versions: match start {
+            Start::At(versions) => versions.clone(),
+            Start::Asked(_) => Versions::all("0", answers.len()),
+        },
+    };
+    for (index, answer) in answers.into_iter().enumerate() {
+        let Some(mut list) = answer else {
+            read.batches.push(None);
+            continue;
+        };
+        if matches!(start, Start::Asked(_)) {
+            let version = list["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or_default();
+            read.versions.advance(index, version);
+        }
+        let (field, entries) = super::merge::entries(&mut list)?;
+        read.field = field;
+        let next = list["metadata"]["continue"]
+            .as_str()
+            .filter(|c| !c.is_empty())
+            .map(str::to_string);
+        let skip = cursors.get(index).map_or(0, |c| c.skip);
+        let given: Vec<serde_json::Value> = entries.into_iter().skip(skip).collect();
+        read.batches.push(Some(Batch {
+            given: given.len(),
+            next,
+        }));
+        read.tagged
+            .extend(given.into_iter().map(|entry| (index, entry)));
+        read.envelope.get_or_insert(list);
+    }
+    Ok(read)
 }
 
 /// The cursors after a page that took `taken[i]` of provider `i`'s `batches`
@@ -191,6 +344,62 @@ mod tests {
         assert!(
             Continue::decode(&token.encode(), 3).is_err(),
             "another router's"
+        );
+    }
+
+    #[test]
+    fn a_page_asks_each_provider_from_its_cursor_at_the_pages_versions() {
+        let raw = "labelSelector=a%3Db&limit=2&resourceVersion=0&resourceVersionMatch=NotOlderThan";
+        let first = Start::Asked(Asked::Any);
+        assert_eq!(
+            query_for(raw, 0, &Cursor::default(), &first, Some(2)),
+            "labelSelector=a%3Db&resourceVersion=0&resourceVersionMatch=NotOlderThan&limit=2"
+        );
+        let later = Start::At(Versions::parse("5.9", 2).expect("versions"));
+        assert_eq!(
+            query_for(raw, 1, &Cursor::default(), &later, None),
+            "labelSelector=a%3Db&resourceVersion=9&resourceVersionMatch=Exact"
+        );
+        let token = Cursor {
+            after: Some("t".into()),
+            skip: 1,
+            done: false,
+        };
+        assert_eq!(
+            query_for("", 1, &token, &later, Some(3)),
+            "continue=t&limit=3"
+        );
+        assert_eq!(
+            past(&token, Some("u")),
+            Cursor {
+                after: Some("u".into()),
+                skip: 0,
+                done: false
+            }
+        );
+        assert!(past(&token, None).done);
+    }
+
+    #[test]
+    fn a_page_starts_from_the_token_or_the_version_asked() {
+        let (cursors, start) = start_of("", "", 2).expect("a first page");
+        assert_eq!((cursors.len(), start), (2, Start::Asked(Asked::Latest)));
+        let token = Continue {
+            version: "1.2".into(),
+            cursors: vec![Cursor::default(); 2],
+        };
+        let (_, start) = start_of(&token.encode(), "", 2).expect("a later page");
+        assert_eq!(
+            start,
+            Start::At(Versions::parse("1.2", 2).expect("versions"))
+        );
+        assert_eq!(
+            start_of(&token.encode(), "7", 2).expect_err("both").code,
+            400
+        );
+        assert_eq!(
+            start_of("", "77", 2).expect_err("a provider's own").code,
+            410
         );
     }
 

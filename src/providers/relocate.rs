@@ -76,114 +76,137 @@ pub async fn run(options: Options) -> Result<()> {
             )
         })?;
     let (from_name, to_name) = (&routes.names()[from], &routes.names()[to]);
-    let labels = |labels: Value| json!({"metadata": {"labels": labels}});
+    let label = |labels: Value| label(&namespaces, namespace, labels);
     if from == to {
-        namespaces
-            .patch(
-                namespace,
-                &PatchParams::default(),
-                &Patch::Merge(labels(json!({MOVING_LABEL: null}))),
-            )
-            .await?;
+        label(json!({MOVING_LABEL: null})).await?;
         println!("{namespace} is at the provider {to_name} already");
         return Ok(());
     }
-    namespaces
-        .patch(
-            namespace,
-            &PatchParams::default(),
-            &Patch::Merge(labels(json!({MOVING_LABEL: to_name}))),
-        )
+    label(json!({MOVING_LABEL: to_name}))
         .await
         .context("holding the namespace's writes")?;
     println!("{namespace}: writes wait while it moves from {from_name} to {to_name}");
     tokio::time::sleep(SETTLE).await;
-
-    let (source, target) = (&clients[from], &clients[to]);
-    let mut moved = Vec::new();
-    let mut copies: HashMap<String, String> = HashMap::new();
-    let mut made: Vec<(String, Value)> = Vec::new();
-    for (collection, has_status) in collections(source, namespace).await? {
-        let list: Value = source
-            .request(get(&collection))
-            .await
-            .with_context(|| format!("listing {collection} at {from_name}"))?;
-        for object in list["items"].as_array().into_iter().flatten() {
-            let name = object["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            let uid = object["metadata"]["uid"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            let (mut copy, mut status) = copy_of(object);
-            // Without a status subresource, status is written as any field.
-            if !has_status && let Some(status) = status.take() {
-                copy["status"] = status;
-            }
-            let mut created = create(target, &collection, &name, &copy)
-                .await
-                .with_context(|| format!("copying {collection}/{name} to {to_name}"))?;
-            if let (Some(status), true) = (status, has_status) {
-                created["status"] = status;
-                created = target
-                    .request(put(&format!("{collection}/{name}/status"), &created))
-                    .await
-                    .with_context(|| {
-                        format!("writing the status of {collection}/{name} at {to_name}")
-                    })?;
-            }
-            if let Some(copy_uid) = created["metadata"]["uid"].as_str() {
-                copies.insert(uid.clone(), copy_uid.to_string());
-            }
-            made.push((format!("{collection}/{name}"), created));
-            moved.push(Moved {
-                collection: collection.clone(),
-                name,
-                uid,
-            });
-        }
-    }
-    for (path, created) in &made {
-        if let Some(owners) = owners_moved(&created["metadata"]["ownerReferences"], &copies) {
-            let patch = json!({"metadata": {"ownerReferences": owners}});
-            target
-                .request::<Value>(merge_patch(path, &patch))
-                .await
-                .with_context(|| format!("pointing {path}'s owners at their copies"))?;
-        }
-    }
-    namespaces
-        .patch(
-            namespace,
-            &PatchParams::default(),
-            &Patch::Merge(labels(json!({PROVIDER_LABEL: to_name, MOVING_LABEL: null}))),
-        )
+    let ends = Ends {
+        source: &clients[from],
+        target: &clients[to],
+        from: from_name,
+        to: to_name,
+    };
+    let moved = ends.copy(namespace).await?;
+    label(json!({PROVIDER_LABEL: to_name, MOVING_LABEL: null}))
         .await
         .context("switching the namespace to its new provider")?;
-    for Moved {
-        collection,
-        name,
-        uid,
-    } in &moved
-    {
-        let options = json!({"kind": "DeleteOptions", "apiVersion": "v1",
-            "preconditions": {"uid": uid}});
-        match source
-            .request::<Value>(delete(&format!("{collection}/{name}"), &options))
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
-            Err(error) => bail!("deleting {collection}/{name} at {from_name}: {error}"),
-        }
-    }
+    ends.delete(&moved).await?;
     println!(
         "{namespace}: {} objects moved from {from_name} to {to_name}",
         moved.len()
     );
     Ok(())
+}
+
+/// Merges `labels` into the Namespace `namespace`'s.
+async fn label(
+    namespaces: &Api<Namespace>,
+    namespace: &str,
+    labels: Value,
+) -> kube::Result<Namespace> {
+    let patch = Patch::Merge(json!({"metadata": {"labels": labels}}));
+    namespaces
+        .patch(namespace, &PatchParams::default(), &patch)
+        .await
+}
+
+/// The two providers of a move, and their names.
+struct Ends<'a> {
+    source: &'a kube::Client,
+    target: &'a kube::Client,
+    from: &'a str,
+    to: &'a str,
+}
+
+impl Ends<'_> {
+    /// Copies every object of `namespace` from the source to the target,
+    /// its status after, and owner references between moved objects to the
+    /// copies; what it moved.
+    async fn copy(&self, namespace: &str) -> Result<Vec<Moved>> {
+        let (source, target, to) = (self.source, self.target, self.to);
+        let mut moved = Vec::new();
+        let mut copies: HashMap<String, String> = HashMap::new();
+        let mut made: Vec<(String, Value)> = Vec::new();
+        for (collection, has_status) in collections(source, namespace).await? {
+            let list: Value = source
+                .request(get(&collection))
+                .await
+                .with_context(|| format!("listing {collection} at {}", self.from))?;
+            for object in list["items"].as_array().into_iter().flatten() {
+                let text = |field: &str| {
+                    object["metadata"][field]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string()
+                };
+                let (name, uid) = (text("name"), text("uid"));
+                let (mut copy, mut status) = copy_of(object);
+                // Without a status subresource, status is written as any field.
+                if !has_status && let Some(status) = status.take() {
+                    copy["status"] = status;
+                }
+                let mut created = create(target, &collection, &name, &copy)
+                    .await
+                    .with_context(|| format!("copying {collection}/{name} to {to}"))?;
+                if let Some(status) = status {
+                    created["status"] = status;
+                    created = target
+                        .request(put(&format!("{collection}/{name}/status"), &created))
+                        .await
+                        .with_context(|| {
+                            format!("writing the status of {collection}/{name} at {to}")
+                        })?;
+                }
+                if let Some(copy_uid) = created["metadata"]["uid"].as_str() {
+                    copies.insert(uid.clone(), copy_uid.to_string());
+                }
+                made.push((format!("{collection}/{name}"), created));
+                moved.push(Moved {
+                    collection: collection.clone(),
+                    name,
+                    uid,
+                });
+            }
+        }
+        for (path, created) in &made {
+            if let Some(owners) = owners_moved(&created["metadata"]["ownerReferences"], &copies) {
+                let patch = json!({"metadata": {"ownerReferences": owners}});
+                target
+                    .request::<Value>(merge_patch(path, &patch))
+                    .await
+                    .with_context(|| format!("pointing {path}'s owners at their copies"))?;
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Deletes the `moved` objects at the source, each only if it is still
+    /// the one copied (its uid).
+    async fn delete(&self, moved: &[Moved]) -> Result<()> {
+        for Moved {
+            collection,
+            name,
+            uid,
+        } in moved
+        {
+            let options = json!({"kind": "DeleteOptions", "apiVersion": "v1",
+                "preconditions": {"uid": uid}});
+            let path = format!("{collection}/{name}");
+            match self.source.request::<Value>(delete(&path, &options)).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
+                Err(error) => bail!("deleting {path} at {}: {error}", self.from),
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The collections of `namespace` at the provider `client` reaches: every

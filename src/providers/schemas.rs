@@ -15,6 +15,7 @@ use serde_json::Value;
 
 /// One resource as a provider serves it: its kind, whether it is
 /// namespaced, and the OpenAPI v3 document of its group/version.
+#[derive(Clone, Copy)]
 pub struct Served<'a> {
     pub group: &'a str,
     pub version: &'a str,

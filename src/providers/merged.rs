@@ -3,9 +3,10 @@
 //! page of a list, a watch; and a watch of one namespace ended when the
 //! namespace changes provider.
 
+use super::answers::{passed_back, read_list};
 use super::merge::{self, Watches};
 use super::requests::{is_json, json_accept, query_value, rewritten_query};
-use super::router::{LARGEST_LIST, Ownership, Router, passed_back};
+use super::router::{Ownership, Router};
 use super::version::{Asked, Versions};
 use crate::status::ApiError;
 use crate::upstream::{BoxBody, BoxError};
@@ -13,7 +14,7 @@ use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
 use http::header::CONTENT_TYPE;
 use http::{HeaderValue, Method, Response, StatusCode};
-use http_body_util::{BodyExt, Full, Limited, StreamBody};
+use http_body_util::{BodyExt, Full, StreamBody};
 use serde_json::Value;
 
 impl Router {
@@ -370,19 +371,6 @@ impl From<Stop> for Result<Response<BoxBody>, ApiError> {
             Stop::Failed(error) => Err(error),
         }
     }
-}
-
-/// A provider's list answer (200), read whole.
-pub(super) async fn read_list(answer: Response<kube::client::Body>) -> Result<Value, ApiError> {
-    if !is_json(answer.headers()) {
-        return Err(crate::forward::answer::unreadable("a provider"));
-    }
-    let bytes = Limited::new(answer.into_body(), LARGEST_LIST)
-        .collect()
-        .await
-        .map_err(|_| crate::forward::answer::unreadable("a provider"))?
-        .to_bytes();
-    crate::deep::from_slice(&bytes).map_err(|_| crate::forward::answer::unreadable("a provider"))
 }
 
 /// `value` as a 200 JSON answer.

@@ -13,6 +13,7 @@
 //! ([`copy`] is what it writes); a provider whose schema would break a
 //! consumer of the default provider's is refused at the start ([`schemas`]).
 
+mod answers;
 pub mod copy;
 pub mod merge;
 mod merged;

@@ -5,13 +5,13 @@
 //! request is authorized by the app cluster (a SubjectAccessReview), then
 //! sent to the provider that owns it ([`super::routes`]) at that provider's
 //! bindery, with the consumer's own credential, and its answer passed back
-//! as that bindery made it ([`super::requests`] changes what a merged
-//! version in it must). Reads that ask every provider are
+//! as that bindery made it ([`super::answers`]; [`super::requests`]
+//! changes what a merged version in the request must). Reads that ask every provider are
 //! [`super::merged`]'s. Discovery and OpenAPI are the default provider's;
 //! the other providers' schemas are judged at the start
 //! ([`super::schema_reads`]).
 
-use super::merged::read_list;
+use super::answers::{passed_back, read_list};
 use super::requests::{annotations_of, rewritten_query, routed_body};
 use super::routes::Routes;
 use super::schema_reads::incompatible;
@@ -23,12 +23,11 @@ use crate::forward::encode::ErrorForm;
 use crate::route::{ApiPath, Endpoint, ResourceRequest, Verb};
 use crate::server::Incoming;
 use crate::status::ApiError;
-use crate::upstream::{BoxBody, BoxError};
+use crate::upstream::BoxBody;
 use bytes::Bytes;
 use futures::StreamExt;
 use http::header::ACCEPT;
 use http::{HeaderMap, Method, Response, StatusCode};
-use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -122,20 +121,8 @@ const AUTHORIZATION_SCOPE: &str = "router";
 /// How long a group/version's discovery is kept.
 const SCOPES_KEPT: Duration = Duration::from_secs(30);
 
-/// The largest answer of one provider a merged list reads.
-pub(super) const LARGEST_LIST: usize = 1 << 30;
-
 /// The request headers a provider is given; the rest stay with the router.
 const FORWARDED_REQUEST_HEADERS: [&str; 4] = ["accept", "content-type", "user-agent", "audit-id"];
-
-/// The answer headers the caller is given.
-const FORWARDED_ANSWER_HEADERS: [&str; 5] = [
-    "content-type",
-    "content-encoding",
-    "warning",
-    "retry-after",
-    "audit-id",
-];
 
 impl Router {
     /// The router of `app`'s bound groups across `providers`, `default`
@@ -486,18 +473,4 @@ impl Router {
             ApiError::unavailable(format!("the provider {name} cannot be reached"))
         })
     }
-}
-
-/// A provider's answer, as it came: its status, the headers a caller may
-/// see, its body.
-pub(super) fn passed_back(response: Response<kube::client::Body>) -> Response<BoxBody> {
-    let (head, body) = response.into_parts();
-    let mut out = Response::new(body.map_err(|e| Box::new(e) as BoxError).boxed_unsync());
-    *out.status_mut() = head.status;
-    for name in FORWARDED_ANSWER_HEADERS {
-        for value in head.headers.get_all(name) {
-            out.headers_mut().append(name, value.clone());
-        }
-    }
-    out
 }

@@ -19,8 +19,9 @@ use serde_json::Value;
 
 impl Router {
     /// A list (or a deletecollection) across namespaces: every provider's,
-    /// whole, joined into one at the merged resourceVersion; with a limit or
-    /// a continue token, one page of it ([`Router::merged_page`]).
+    /// whole, joined into one at the merged resourceVersion; with a limit
+    /// (but at any version, `0`, where kube-apiserver's watch cache ignores
+    /// it) or a continue token, one page of it ([`Router::merged_page`]).
     pub(super) async fn merged_list(
         &self,
         parts: &http::request::Parts,
@@ -33,7 +34,11 @@ impl Router {
             .ok()
             .filter(|l| *l > 0);
         let token = query_value(raw, "continue");
-        if parts.method == Method::GET && (limit.is_some() || !token.is_empty()) {
+        // At any version kube-apiserver's watch cache answers the whole list
+        // whatever the limit; so does the router.
+        let any_version = query_value(raw, "resourceVersion") == "0";
+        let paged = !token.is_empty() || (limit.is_some() && !any_version);
+        if parts.method == Method::GET && paged {
             return self.merged_page(parts, limit, &token).await;
         }
         let asked = Asked::parse(&query_value(raw, "resourceVersion"), providers)?;

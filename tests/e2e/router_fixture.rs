@@ -135,9 +135,10 @@ pub fn gadget(name: &str) -> serde_json::Value {
 
 /// The names (`<namespace>/<name>`) of `provider`'s gadgets.
 pub fn stored(provider: &Cluster) -> Vec<String> {
+    // Qualified: other tests' CRDs on the shared provider are `gadgets` too.
     let listed = provider.kubectl(&[
         "get",
-        PLURAL,
+        &format!("{PLURAL}.{GROUP}"),
         "-A",
         "-o",
         "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}",

@@ -57,27 +57,10 @@ enum Command {
     MoveNamespace(MoveNamespaceArgs),
 }
 
+/// The app cluster and the providers a router serves it from (`bindery
+/// route` and `bindery move-namespace` are given the same).
 #[derive(clap::Args)]
-struct MoveNamespaceArgs {
-    /// The app cluster's kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
-    #[arg(long)]
-    kubeconfig: Option<PathBuf>,
-    /// The router's providers, as `bindery route` is given them: `NAME=KUBECONFIG`, repeated.
-    #[arg(long = "provider", required = true, value_parser = provider_flag)]
-    providers: Vec<(String, PathBuf)>,
-    /// The router's default provider.
-    #[arg(long)]
-    default_provider: String,
-    /// The namespace to move.
-    #[arg(long)]
-    namespace: String,
-    /// The provider it moves to.
-    #[arg(long)]
-    to: String,
-}
-
-#[derive(clap::Args)]
-struct RouteArgs {
+struct RouterProviderArgs {
     /// The app cluster's kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
@@ -88,6 +71,24 @@ struct RouteArgs {
     /// The provider of every namespace whose Namespace names none.
     #[arg(long)]
     default_provider: String,
+}
+
+#[derive(clap::Args)]
+struct MoveNamespaceArgs {
+    #[command(flatten)]
+    router: RouterProviderArgs,
+    /// The namespace to move.
+    #[arg(long)]
+    namespace: String,
+    /// The provider it moves to.
+    #[arg(long)]
+    to: String,
+}
+
+#[derive(clap::Args)]
+struct RouteArgs {
+    #[command(flatten)]
+    router: RouterProviderArgs,
     /// Address to listen on; port 0 picks a free one (the address is printed).
     #[arg(long, default_value = "0.0.0.0:8443")]
     listen: std::net::SocketAddr,
@@ -581,9 +582,9 @@ fn on_runtime(work: impl std::future::Future<Output = anyhow::Result<()>>) -> an
 fn route(args: RouteArgs) -> anyhow::Result<()> {
     on_runtime(bindery::providers::serve::run(
         bindery::providers::serve::Options {
-            kubeconfig: args.kubeconfig,
-            providers: args.providers,
-            default_provider: args.default_provider,
+            kubeconfig: args.router.kubeconfig,
+            providers: args.router.providers,
+            default_provider: args.router.default_provider,
             listen: args.listen,
             serving_cert: args.tls_cert_file,
             serving_key: args.tls_private_key_file,
@@ -594,9 +595,9 @@ fn route(args: RouteArgs) -> anyhow::Result<()> {
 fn move_namespace(args: MoveNamespaceArgs) -> anyhow::Result<()> {
     on_runtime(bindery::providers::relocate::run(
         bindery::providers::relocate::Options {
-            kubeconfig: args.kubeconfig,
-            providers: args.providers,
-            default_provider: args.default_provider,
+            kubeconfig: args.router.kubeconfig,
+            providers: args.router.providers,
+            default_provider: args.router.default_provider,
             namespace: args.namespace,
             to: args.to,
         },

@@ -137,14 +137,7 @@ fn two_providers(c: &mut Criterion) {
     let (_west_cluster, _west_bindery, west) =
         second_provider("bench-routed", &format!("bench-two-west-{pid}"), &crd);
     let (team_east, team_west) = (format!("bench-e-{pid}"), format!("bench-w-{pid}"));
-    app.kubectl(&["create", "namespace", &team_east]);
-    app.kubectl(&["create", "namespace", &team_west]);
-    app.kubectl(&[
-        "label",
-        "namespace",
-        &team_west,
-        "bindery.dev/provider=west",
-    ]);
+    router_fixture::routed_namespaces(app, &team_east, &team_west);
     let two = start_router(app, &[("east", &east), ("west", &west)], "east");
     let one = start_router(app, &[("east", &alone)], "east");
     let (through_two, through_one) = (as_aggregator(app, two.port), as_aggregator(app, one.port));

@@ -61,14 +61,20 @@ pub(super) struct Ownership {
     pub(super) moved: tokio::sync::watch::Receiver<u64>,
 }
 
+/// An app-cluster Namespace's labels, read where the store keeps them (not
+/// copied: they are looked at for every entry of a merged list and every
+/// event of a merged watch).
+pub(super) struct Labels(Option<Arc<Namespace>>);
+
+impl Labels {
+    pub(super) fn as_ref(&self) -> Option<&std::collections::BTreeMap<String, String>> {
+        self.0.as_ref().and_then(|ns| ns.metadata.labels.as_ref())
+    }
+}
+
 impl Ownership {
-    pub(super) fn labels(
-        &self,
-        namespace: &str,
-    ) -> Option<std::collections::BTreeMap<String, String>> {
-        self.namespaces
-            .get(&ObjectRef::new(namespace))
-            .and_then(|ns| ns.metadata.labels.clone())
+    pub(super) fn labels(&self, namespace: &str) -> Labels {
+        Labels(self.namespaces.get(&ObjectRef::new(namespace)))
     }
 
     /// The provider that owns `namespace`.

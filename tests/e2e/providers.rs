@@ -78,14 +78,7 @@ impl TwoProviders {
         let router = start_router(&app, &[("east", &east), ("west", &west)], "east");
         register(&app, router.port);
         let (team_east, team_west) = (format!("{id}-e"), format!("{id}-w"));
-        app.kubectl(&["create", "namespace", &team_east]);
-        app.kubectl(&["create", "namespace", &team_west]);
-        app.kubectl(&[
-            "label",
-            "namespace",
-            &team_west,
-            "bindery.dev/provider=west",
-        ]);
+        crate::router_fixture::routed_namespaces(&app, &team_east, &team_west);
         let two = Self {
             east,
             west,

@@ -87,6 +87,14 @@ pub fn refusal(app: &Cluster, providers: &[(&str, &Consumer)], default: &str) ->
     Some(String::from_utf8_lossy(&output.stderr).into_owned())
 }
 
+/// Makes the namespaces `default_ns` (the default provider's) and `west_ns`
+/// (labelled for the provider `west`) in `app`.
+pub fn routed_namespaces(app: &Cluster, default_ns: &str, west_ns: &str) {
+    app.kubectl(&["create", "namespace", default_ns]);
+    app.kubectl(&["create", "namespace", west_ns]);
+    app.kubectl(&["label", "namespace", west_ns, "bindery.dev/provider=west"]);
+}
+
 /// A provider cluster of its own with bindery serving it, and consumer
 /// `id` bound to its CRD there.
 pub fn second_provider(

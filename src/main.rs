@@ -98,6 +98,21 @@ struct RouteArgs {
     /// Its key.
     #[arg(long)]
     tls_private_key_file: PathBuf,
+    /// How often (seconds) every provider's schema is judged again against the default
+    /// provider's; a provider whose schema breaks it has its requests refused until it does not.
+    #[arg(long, default_value_t = 30)]
+    schema_recheck_seconds: u64,
+    /// Point the APIService of every group/version the default provider serves at this Service
+    /// of the app cluster (`NAMESPACE/NAME`, which reaches the router), taking them over from
+    /// `bindery bind`.
+    #[arg(long, requires = "register_ca_file")]
+    register_service: Option<String>,
+    /// The port of that Service (default: the port listened on).
+    #[arg(long)]
+    register_port: Option<u16>,
+    /// The CA (PEM) of the serving certificate, for the APIServices' caBundle.
+    #[arg(long)]
+    register_ca_file: Option<PathBuf>,
 }
 
 /// `NAME=KUBECONFIG`.
@@ -588,6 +603,14 @@ fn route(args: RouteArgs) -> anyhow::Result<()> {
             listen: args.listen,
             serving_cert: args.tls_cert_file,
             serving_key: args.tls_private_key_file,
+            schema_recheck: std::time::Duration::from_secs(args.schema_recheck_seconds.max(1)),
+            register: args.register_service.map(|service| {
+                bindery::providers::serve::Registration {
+                    service,
+                    port: args.register_port,
+                    ca_file: args.register_ca_file.unwrap_or_default(),
+                }
+            }),
         },
     ))
 }

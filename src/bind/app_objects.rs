@@ -196,22 +196,21 @@ pub fn provider_secret_name(export: &str) -> String {
     format!("bindery-provider-{export}")
 }
 
-/// The binding's objects, in the order to apply them.
-pub fn binding(inputs: &BindingInputs) -> Vec<Value> {
-    let labels = binding_labels(inputs.export);
-    let service = service_name(inputs.consumer);
-    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(inputs.serving_ca_pem);
-    let (service_spec, service_port) = inputs.reach.service();
-    let mut objects = vec![json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": service, "namespace": NAMESPACE, "labels": shared_labels()},
-        "spec": service_spec,
-    })];
-    // Versions come preferred first within a group; the APIService's
-    // versionPriority says the same.
+/// One APIService per group/version (`group_versions` preferred first
+/// within a group, and their `versionPriority` says the same), labelled
+/// `labels`, sending its requests to the app cluster's Service `service`
+/// (`{namespace, name, port}`) whose serving certificate `ca_bundle`
+/// (base64 PEM) signed.
+pub fn api_services(
+    group_versions: &[GroupVersion],
+    labels: &Value,
+    ca_bundle: &str,
+    service: &Value,
+) -> Vec<Value> {
     let mut previous_group = None;
     let mut priority = 0;
-    for gv in inputs.group_versions {
+    let mut objects = Vec::with_capacity(group_versions.len());
+    for gv in group_versions {
         if previous_group != Some(&gv.group) {
             previous_group = Some(&gv.group);
             priority = 100;
@@ -224,9 +223,30 @@ pub fn binding(inputs: &BindingInputs) -> Vec<Value> {
             "spec": {"group": gv.group, "version": gv.version,
                 "groupPriorityMinimum": 1000, "versionPriority": priority,
                 "caBundle": ca_bundle,
-                "service": {"namespace": NAMESPACE, "name": service, "port": service_port}},
+                "service": service},
         }));
     }
+    objects
+}
+
+/// The binding's objects, in the order to apply them.
+pub fn binding(inputs: &BindingInputs) -> Vec<Value> {
+    let labels = binding_labels(inputs.export);
+    let service = service_name(inputs.consumer);
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(inputs.serving_ca_pem);
+    let (service_spec, service_port) = inputs.reach.service();
+    let mut objects = vec![json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": service, "namespace": NAMESPACE, "labels": shared_labels()},
+        "spec": service_spec,
+    })];
+    let service_ref = json!({"namespace": NAMESPACE, "name": service, "port": service_port});
+    objects.extend(api_services(
+        inputs.group_versions,
+        &labels,
+        &ca_bundle,
+        &service_ref,
+    ));
     let provider_kubeconfig = json!({
         "apiVersion": "v1", "kind": "Config", "current-context": "provider",
         "clusters": [{"name": "provider", "cluster": {"server": inputs.bindery_url,

@@ -147,7 +147,18 @@ impl CachedUpstream {
         let (collection, namespace, list) = cacheable(request)?;
         let reflected = self.reflected(&collection);
         let page = match list.at {
-            ListAt::Consistent => self.listed_page(request, &reflected).await?,
+            ListAt::Consistent => {
+                let mut page = self.listed_page(request, &reflected).await?;
+                if page.remaining.is_none() && page.continue_token.is_some() {
+                    // The provider does not count a list bindery narrowed
+                    // to one consumer by label; kube-apiserver counts the
+                    // caller's when it selected nothing, so the store does.
+                    page.remaining = reflected
+                        .read(|store, _| store.remaining_after(namespace.as_deref(), &list, &page))
+                        .flatten();
+                }
+                page
+            }
             ListAt::NotOlderThan(version) | ListAt::Exact(version) => {
                 let wanted = match list.at {
                     ListAt::NotOlderThan(_) => version.max(self.written(&collection)),

@@ -447,6 +447,27 @@ impl Store {
         page
     }
 
+    /// How many of `list`'s objects of `namespace` (all when `None`) the
+    /// store holds after `page`'s last one, as kube-apiserver's
+    /// `remainingItemCount` counts them: `None` when the caller selected
+    /// some (kube-apiserver does not count those) or the page is empty.
+    pub fn remaining_after(
+        &self,
+        namespace: Option<&str>,
+        list: &CacheableList,
+        page: &Page,
+    ) -> Option<u64> {
+        if !list.selection.is_everything() {
+            return None;
+        }
+        let last = page.items.last()?.key();
+        let count = self
+            .scope(namespace, Some(&last))
+            .filter(|(key, stored)| **key != last && list.scope.matches(&stored.labels))
+            .count();
+        Some(count as u64)
+    }
+
     /// The objects of `namespace` (all when `None`) in key order, from the
     /// key `from` on.
     fn scope<'a>(
@@ -1071,6 +1092,33 @@ mod tests {
             ["a-b/x", "a/x", "a/y"]
         );
         assert_eq!(names(&listed(&store, Some("a"), &any())), ["a/x", "a/y"]);
+    }
+
+    #[test]
+    fn a_consistent_page_the_provider_did_not_count_is_counted_by_the_store() {
+        let store = store_of(&[
+            ("a", "w1", "1"),
+            ("a-b", "w2", "2"),
+            ("a", "w3", "3"),
+            ("b", "w4", "4"),
+        ]);
+        // The provider's page of two across namespaces: a-b/w2, a/w1.
+        let page = store.page(None, &list(&[("limit", "2")]), 100, None);
+        let count = |namespace, list: &CacheableList| store.remaining_after(namespace, list, &page);
+        assert_eq!(count(None, &any()), Some(2), "a/w3 and b/w4");
+        let selected = list(&[("labelSelector", "tier=db")]);
+        assert_eq!(
+            count(None, &selected),
+            None,
+            "a selected list is not counted"
+        );
+        let empty = Page {
+            items: Vec::new(),
+            version: 100,
+            continue_token: None,
+            remaining: None,
+        };
+        assert_eq!(store.remaining_after(None, &any(), &empty), None);
     }
 
     #[test]

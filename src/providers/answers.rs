@@ -13,9 +13,10 @@ use serde_json::Value;
 const LARGEST_LIST: usize = 1 << 30;
 
 /// The answer headers the caller is given.
-const FORWARDED_ANSWER_HEADERS: [&str; 5] = [
+const FORWARDED_ANSWER_HEADERS: [&str; 6] = [
     "content-type",
     "content-encoding",
+    "vary",
     "warning",
     "retry-after",
     "audit-id",

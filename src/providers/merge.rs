@@ -44,17 +44,42 @@ pub fn lists(answers: Vec<Value>, versions: &Versions, owns: Owns) -> Result<Val
         );
     }
     // A stable sort: rows without their object keep the providers' order.
-    entries.sort_by(|a, b| key_of(a, field).cmp(&key_of(b, field)));
+    entries.sort_by_cached_key(|entry| key_of(entry, field));
     merged[field] = Value::Array(entries);
-    let metadata = merged
-        .as_object_mut()
-        .map(|object| object.entry("metadata").or_insert_with(|| json!({})))
-        .and_then(Value::as_object_mut)
-        .ok_or_else(unlike)?;
-    metadata.remove("continue");
-    metadata.remove("remainingItemCount");
-    metadata.insert("resourceVersion".into(), versions.text().into());
+    list_metadata(&mut merged, versions, None, None);
     Ok(merged)
+}
+
+/// Writes `list`'s metadata as kube-apiserver writes it for a list at
+/// `versions` continued by `next`: a custom resource's list (unstructured)
+/// with its keys sorted and `continue` always there, a `meta.k8s.io` list
+/// (a Table, a metadata list) in `ListMeta`'s order with `continue` only
+/// when there is more; `remainingItemCount` (the merged list's count,
+/// `remaining`) only beside a `continue`.
+fn list_metadata(
+    list: &mut Value,
+    versions: &Versions,
+    next: Option<String>,
+    remaining: Option<u64>,
+) {
+    let typed = list["apiVersion"]
+        .as_str()
+        .is_some_and(|api_version| api_version.starts_with("meta.k8s.io/"));
+    let remaining = remaining.filter(|_| next.is_some());
+    let mut metadata = serde_json::Map::new();
+    if typed {
+        metadata.insert("resourceVersion".into(), versions.text().into());
+    }
+    if next.is_some() || !typed {
+        metadata.insert("continue".into(), next.unwrap_or_default().into());
+    }
+    if let Some(remaining) = remaining {
+        metadata.insert("remainingItemCount".into(), remaining.into());
+    }
+    if !typed {
+        metadata.insert("resourceVersion".into(), versions.text().into());
+    }
+    list["metadata"] = Value::Object(metadata);
 }
 
 /// A provider's list `list` emptied of its entries (`items`, or a Table's
@@ -65,33 +90,23 @@ pub fn entries(list: &mut Value) -> Result<(&'static str, Vec<Value>), ApiError>
 }
 
 /// A page: `list` (a provider's answer emptied by [`entries`]) holding
-/// `page` at `versions`, continued by `next` when there is more.
+/// `page` at `versions`, continued by `next` when there is more, with
+/// `remaining` entries after it.
 pub fn page(
     mut list: Value,
     field: &str,
     page: Vec<Value>,
     versions: &Versions,
-    next: Option<String>,
+    (next, remaining): (Option<String>, Option<u64>),
 ) -> Value {
     list[field] = Value::Array(page);
-    if let Some(metadata) = list
-        .as_object_mut()
-        .map(|object| object.entry("metadata").or_insert_with(|| json!({})))
-        .and_then(Value::as_object_mut)
-    {
-        metadata.remove("remainingItemCount");
-        metadata.insert("resourceVersion".into(), versions.text().into());
-        match next {
-            Some(next) => metadata.insert("continue".into(), next.into()),
-            None => metadata.remove("continue"),
-        };
-    }
+    list_metadata(&mut list, versions, next, remaining);
     list
 }
 
-/// The key an entry is listed by (namespace, then name), owned.
-pub fn order_of(entry: &Value, field: &str) -> Option<(String, String)> {
-    key_of(entry, field).map(|(namespace, name)| (namespace.to_string(), name.to_string()))
+/// The key an entry is listed by ([`key_of`]).
+pub fn order_of(entry: &Value, field: &str) -> Option<String> {
+    key_of(entry, field)
 }
 
 /// Whether provider `index`'s `entry` is in a namespace it owns.
@@ -129,15 +144,19 @@ fn take(list: &mut Value, field: &str) -> Vec<Value> {
     }
 }
 
-/// The key kube-apiserver lists in: namespace, then name (a Table row's
-/// object's, when it has one).
-fn key_of<'a>(entry: &'a Value, field: &str) -> Option<(&'a str, &'a str)> {
+/// The key kube-apiserver lists in, its storage key's tail
+/// `<namespace>/<name>` (a Table row's object's, when it has one), compared
+/// byte by byte: `conf-a/x` before `conf/x`, as `-` sorts before `/`.
+fn key_of(entry: &Value, field: &str) -> Option<String> {
     let metadata = match field {
         "rows" => &entry["object"]["metadata"],
         _ => &entry["metadata"],
     };
     let name = metadata["name"].as_str()?;
-    Some((metadata["namespace"].as_str().unwrap_or(""), name))
+    Some(match metadata["namespace"].as_str() {
+        Some(namespace) if !namespace.is_empty() => format!("{namespace}/{name}"),
+        _ => name.to_string(),
+    })
 }
 
 fn unlike() -> ApiError {
@@ -241,10 +260,32 @@ mod tests {
             })
             .collect();
         assert_eq!(names, ["a/x", "a/y", "b/z", "c/a"]);
-        assert_eq!(merged["metadata"], json!({"resourceVersion": "9.80"}));
+        // A custom resource's list: keys sorted, `continue` always.
+        assert_eq!(
+            merged["metadata"].to_string(),
+            r#"{"continue":"","resourceVersion":"9.80"}"#
+        );
         // Each object keeps its own provider's version: a write with it goes
         // to that provider.
         assert_eq!(merged["items"][1]["metadata"]["resourceVersion"], "71");
+    }
+
+    #[test]
+    fn lists_join_in_kube_apiservers_key_order_where_a_namespace_prefixes_another() {
+        let east = list(vec![item("conf", "x", "5")], "9");
+        let west = list(
+            vec![item("conf-a", "x", "70"), item("conf2", "a", "71")],
+            "80",
+        );
+        let versions = Versions::parse("9.80", 2).expect("versions");
+        let merged = lists(vec![east, west], &versions, ALL).expect("merged");
+        let namespaces: Vec<&str> = merged["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .filter_map(|i| i["metadata"]["namespace"].as_str())
+            .collect();
+        assert_eq!(namespaces, ["conf-a", "conf", "conf2"]);
     }
 
     #[test]
@@ -269,6 +310,41 @@ mod tests {
         assert_eq!(
             other["object"]["metadata"]["resourceVersion"], "0.73",
             "moved on past the copy"
+        );
+    }
+
+    #[test]
+    fn a_pages_metadata_is_written_in_the_order_of_its_kind_of_list() {
+        let versions = Versions::parse("9.80", 2).expect("versions");
+        let table = json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1",
+            "metadata": {"continue": "x", "resourceVersion": "1", "remainingItemCount": 3}});
+        let next = Some("next".to_string());
+        let typed = page(
+            table.clone(),
+            "rows",
+            vec![],
+            &versions,
+            (next.clone(), Some(2)),
+        );
+        assert_eq!(
+            typed["metadata"].to_string(),
+            r#"{"resourceVersion":"9.80","continue":"next","remainingItemCount":2}"#
+        );
+        let last = page(table, "rows", vec![], &versions, (None, Some(2)));
+        assert_eq!(
+            last["metadata"].to_string(),
+            r#"{"resourceVersion":"9.80"}"#
+        );
+        let custom = page(
+            list(vec![], "1"),
+            "items",
+            vec![],
+            &versions,
+            (next, Some(3)),
+        );
+        assert_eq!(
+            custom["metadata"].to_string(),
+            r#"{"continue":"next","remainingItemCount":3,"resourceVersion":"9.80"}"#
         );
     }
 

@@ -5,16 +5,17 @@
 
 use super::answers::{passed_back, read_list};
 use super::merge::{self, Watches};
-use super::requests::{is_json, json_accept, query_value, rewritten_query};
+use super::requests::{is_json, json_accept, negotiated_list, query_value, rewritten_query};
 use super::router::{Ownership, Router};
 use super::version::{Asked, Versions};
 use crate::status::ApiError;
 use crate::upstream::{BoxBody, BoxError};
+use crate::wire::accept::Output;
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
 use http::header::CONTENT_TYPE;
-use http::{HeaderValue, Method, Response, StatusCode};
-use http_body_util::{BodyExt, Full, StreamBody};
+use http::{Method, Response, StatusCode};
+use http_body_util::{BodyExt, StreamBody};
 use serde_json::Value;
 
 impl Router {
@@ -41,11 +42,17 @@ impl Router {
         if parts.method == Method::GET && paged {
             return self.merged_page(parts, limit, &token).await;
         }
-        let asked = Asked::parse(&query_value(raw, "resourceVersion"), providers)?;
-        let headers = json_accept(&parts.headers)?;
+        let asked = Asked::for_list(
+            &query_value(raw, "resourceVersion"),
+            &query_value(raw, "resourceVersionMatch"),
+            providers,
+        )?;
+        let (headers, output) = negotiated_list(&parts.headers)?;
         let requests = (0..providers).map(|index| {
             let query = rewritten_query(raw, |key, value| match key {
                 "resourceVersion" => Some(asked.of(index).to_string()),
+                // The most recent state: no version, and so no match.
+                "resourceVersionMatch" if asked.of(index).is_empty() => None,
                 "limit" | "continue" => None,
                 _ => Some(value.to_string()),
             });
@@ -73,7 +80,7 @@ impl Router {
         let merged = merge::lists(lists, &versions, &|index, metadata| {
             ownership.shows(index, metadata)
         })?;
-        json_answer(&merged)
+        answer(&merged, output)
     }
 
     /// One page of a list across namespaces ([`super::pages`]): each
@@ -89,10 +96,16 @@ impl Router {
         use super::pages::{Continue, Read, first, next_cursors, read, start_of};
         let providers = self.routes.len();
         let raw = parts.uri.query().unwrap_or_default();
-        let headers = json_accept(&parts.headers)?;
+        let (headers, output) = negotiated_list(&parts.headers)?;
         let limit = limit.unwrap_or(usize::MAX);
-        let (mut cursors, start) =
-            start_of(token, &query_value(raw, "resourceVersion"), providers)?;
+        let (mut cursors, start) = start_of(
+            token,
+            (
+                &query_value(raw, "resourceVersion"),
+                &query_value(raw, "resourceVersionMatch"),
+            ),
+            providers,
+        )?;
         let answers = match self
             .page_answers(parts, &headers, &mut cursors, &start, limit)
             .await
@@ -123,6 +136,11 @@ impl Router {
                 })
             },
         );
+        // kube-apiserver counts what remains of a list that selects nothing.
+        let selects = ["labelSelector", "fieldSelector"]
+            .iter()
+            .any(|key| !query_value(raw, key).is_empty());
+        let remaining = super::pages::remaining(&batches, &taken).filter(|_| !selects);
         let cursors = next_cursors(&cursors, &batches, &taken);
         let next = (!cursors.iter().all(|c| c.done)).then(|| {
             Continue {
@@ -134,8 +152,8 @@ impl Router {
         let envelope = envelope.unwrap_or_else(
             || serde_json::json!({"kind": "List", "apiVersion": "v1", "items": []}),
         );
-        let merged = merge::page(envelope, field, page, &versions, next);
-        json_answer(&merged)
+        let merged = merge::page(envelope, field, page, &versions, (next, remaining));
+        answer(&merged, output)
     }
 
     /// Each provider's answer to a page of `limit` from its cursor (`None`:
@@ -378,16 +396,11 @@ impl From<Stop> for Result<Response<BoxBody>, ApiError> {
     }
 }
 
-/// `value` as a 200 JSON answer.
-fn json_answer(value: &Value) -> Result<Response<BoxBody>, ApiError> {
-    let bytes = serde_json::to_vec(value).map_err(|e| ApiError::internal(e.to_string()))?;
-    let mut response = Response::new(
-        Full::new(Bytes::from(bytes))
-            .map_err(|never| match never {})
-            .boxed_unsync(),
-    );
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    Ok(response)
+/// `value` as a 200 answer in the form `output` negotiated.
+fn answer(value: &Value, output: Output) -> Result<Response<BoxBody>, ApiError> {
+    let (content_type, bytes) = crate::forward::encode::encode(value, output.media, output.pretty)
+        .map_err(|unencoded| {
+            unencoded.to_error(|| ApiError::internal("the merged list has no such form"))
+        })?;
+    Ok(crate::forward::encode::full(200, content_type, bytes))
 }

@@ -11,13 +11,16 @@
 //! providers is paged with tokens of the router's own ([`pages`]); a
 //! namespace moves from one provider to another with [`relocate`]
 //! ([`copy`] is what it writes); a provider whose schema would break a
-//! consumer of the default provider's is refused at the start ([`schemas`]).
+//! consumer of the default provider's is refused at the start and held
+//! while it runs ([`schemas`]). The router points the app cluster's
+//! APIServices at itself when asked ([`registration`]).
 
 mod answers;
 pub mod copy;
 pub mod merge;
 mod merged;
 pub mod pages;
+pub mod registration;
 pub mod relocate;
 mod requests;
 pub mod router;

@@ -84,11 +84,11 @@ pub enum Start {
 /// for a version beside a token, or a token the router did not give.
 pub fn start_of(
     token: &str,
-    asked_version: &str,
+    (asked_version, matching): (&str, &str),
     providers: usize,
 ) -> Result<(Vec<Cursor>, Start), ApiError> {
     if token.is_empty() {
-        let asked = Asked::parse(asked_version, providers)?;
+        let asked = Asked::for_list(asked_version, matching, providers)?;
         return Ok((vec![Cursor::default(); providers], Start::Asked(asked)));
     }
     if !asked_version.is_empty() {
@@ -131,14 +131,14 @@ pub fn query_for(
             query.append_pair("resourceVersion", versions.of(index));
             query.append_pair("resourceVersionMatch", "Exact");
         }
-        (None, Start::Asked(asked)) => {
-            if !asked.of(index).is_empty() {
-                query.append_pair("resourceVersion", asked.of(index));
-            }
+        (None, Start::Asked(asked)) if !asked.of(index).is_empty() => {
+            query.append_pair("resourceVersion", asked.of(index));
             if let Some((_, matching)) = pairs().find(|(k, _)| k == "resourceVersionMatch") {
                 query.append_pair("resourceVersionMatch", &matching);
             }
         }
+        // The most recent state: no version, and so no match.
+        (None, Start::Asked(_)) => {}
     }
     if let Some(count) = count.filter(|c| *c < usize::MAX / 2) {
         query.append_pair("limit", &count.to_string());
@@ -163,11 +163,13 @@ pub fn past(cursor: &Cursor, next: Option<&str>) -> Cursor {
 }
 
 /// One provider's answer to a page's request: how many entries it gave
-/// after its cursor's `skip` (`given`), and its continue token.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// after its cursor's `skip` (`given`), its continue token, and how many
+/// entries it has after them (its `remainingItemCount`, when it counts).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Batch {
     pub given: usize,
     pub next: Option<String>,
+    pub remaining: Option<u64>,
 }
 
 /// The providers' answers to a page's requests, read.
@@ -219,9 +221,11 @@ pub fn read(
             .map(str::to_string);
         let skip = cursors.get(index).map_or(0, |c| c.skip);
         let given: Vec<serde_json::Value> = entries.into_iter().skip(skip).collect();
+        let remaining = list["metadata"]["remainingItemCount"].as_u64();
         read.batches.push(Some(Batch {
             given: given.len(),
             next,
+            remaining,
         }));
         read.tagged
             .extend(given.into_iter().map(|entry| (index, entry)));
@@ -256,6 +260,26 @@ pub fn next_cursors(cursors: &[Cursor], batches: &[Option<Batch>], taken: &[usiz
             },
         })
         .collect()
+}
+
+/// How many entries come after a page that took `taken[i]` of provider
+/// `i`'s `batches`, as kube-apiserver's `remainingItemCount` counts them:
+/// those given and not taken, and those after each provider's batch;
+/// `None` when a provider with more does not count them (a list with a
+/// selector, which kube-apiserver does not count either).
+pub fn remaining(batches: &[Option<Batch>], taken: &[usize]) -> Option<u64> {
+    let mut total = 0u64;
+    for (batch, taken) in batches.iter().zip(taken) {
+        let Some(batch) = batch else {
+            continue;
+        };
+        let after = match &batch.next {
+            Some(_) => batch.remaining?,
+            None => 0,
+        };
+        total += batch.given.saturating_sub(*taken) as u64 + after;
+    }
+    Some(total)
 }
 
 /// The first `limit` of `tagged` entries (each with its provider) that are
@@ -382,25 +406,32 @@ mod tests {
 
     #[test]
     fn a_page_starts_from_the_token_or_the_version_asked() {
-        let (cursors, start) = start_of("", "", 2).expect("a first page");
+        let (cursors, start) = start_of("", ("", ""), 2).expect("a first page");
         assert_eq!((cursors.len(), start), (2, Start::Asked(Asked::Latest)));
         let token = Continue {
             version: "1.2".into(),
             cursors: vec![Cursor::default(); 2],
         };
-        let (_, start) = start_of(&token.encode(), "", 2).expect("a later page");
+        let (_, start) = start_of(&token.encode(), ("", ""), 2).expect("a later page");
         assert_eq!(
             start,
             Start::At(Versions::parse("1.2", 2).expect("versions"))
         );
         assert_eq!(
-            start_of(&token.encode(), "7", 2).expect_err("both").code,
+            start_of(&token.encode(), ("7", ""), 2)
+                .expect_err("both")
+                .code,
             400
         );
         assert_eq!(
-            start_of("", "77", 2).expect_err("a provider's own").code,
+            start_of("", ("77", "Exact"), 2)
+                .expect_err("exactly at a provider's own")
+                .code,
             410
         );
+        // Not older than a provider's own: every provider's latest.
+        let (_, start) = start_of("", ("77", "NotOlderThan"), 2).expect("a first page");
+        assert_eq!(start, Start::Asked(Asked::Latest));
     }
 
     #[test]
@@ -410,13 +441,22 @@ mod tests {
             Some(Batch {
                 given: 2,
                 next: Some("t".into()),
+                remaining: Some(4),
             }),
             Some(Batch {
                 given: 2,
                 next: None,
+                remaining: None,
             }),
         ];
         let next = next_cursors(&cursors, &batches, &[2, 1]);
+        // East's 4 after its batch, and west's one given and not taken.
+        assert_eq!(remaining(&batches, &[2, 1]), Some(5));
+        let uncounted = [batches[0].clone().map(|b| Batch {
+            remaining: None,
+            ..b
+        })];
+        assert_eq!(remaining(&uncounted, &[2]), None);
         assert_eq!(
             next[0],
             Cursor {
@@ -440,6 +480,7 @@ mod tests {
                 Some(Batch {
                     given: 1,
                     next: None,
+                    remaining: None,
                 }),
             ],
             &[0, 1],
@@ -497,13 +538,25 @@ mod tests {
                     let given = &lists[index][from..end];
                     tagged.extend(given.iter().map(|e| (index, *e)));
                     let next = (end < lists[index].len()).then(|| end.to_string());
-                    batches.push(Some(Batch { given: given.len(), next }));
+                    let remaining = Some((lists[index].len() - end) as u64);
+                    batches.push(Some(Batch { given: given.len(), next, remaining }));
                 }
                 let more: Vec<bool> = batches.iter().map(|b| b.as_ref().is_some_and(|b| b.next.is_some())).collect();
                 let (page, taken) = first(tagged, limit, &more, |e| *e, |_, e| e % 7 != 0);
                 prop_assert!(page.len() <= limit);
                 seen.extend(page);
+                let left = remaining(&batches, &taken);
                 cursors = next_cursors(&cursors, &batches, &taken);
+                // What remains is every provider's entries not yet passed.
+                let passed: u64 = cursors.iter().enumerate().map(|(index, cursor)| {
+                    if cursor.done {
+                        return lists[index].len() as u64;
+                    }
+                    let start: usize = cursor.after.as_deref().map_or(0, |t| t.parse().unwrap());
+                    (start + cursor.skip) as u64
+                }).sum();
+                let all: u64 = lists.iter().map(|l| l.len() as u64).sum();
+                prop_assert_eq!(left, Some(all - passed));
                 if cursors.iter().all(|c| c.done) {
                     break;
                 }

@@ -1,11 +1,13 @@
 //! What the router changes in a request it passes on, and reads of what it
 //! is given (pure): a merged resourceVersion made one provider's own in a
-//! query or a body, the JSON forms of an `Accept`, an object's annotations.
+//! query or a body, the JSON forms of an `Accept` (and the form a merged
+//! list is written in), an object's annotations.
 
 use super::version;
 use crate::status::ApiError;
+use crate::wire::accept::{MetaVersion, Output, Target};
 use bytes::Bytes;
-use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
+use http::header::{ACCEPT, ACCEPT_ENCODING, CONTENT_TYPE, USER_AGENT};
 use http::{HeaderMap, HeaderValue};
 use serde_json::Value;
 
@@ -44,6 +46,8 @@ pub(super) fn json_accept(headers: &HeaderMap) -> Result<HeaderMap, ApiError> {
     };
     let mut out = headers.clone();
     out.remove(ACCEPT);
+    // The router reads what it is given.
+    out.remove(ACCEPT_ENCODING);
     out.insert(
         ACCEPT,
         HeaderValue::from_str(&accept).map_err(|e| ApiError::bad_request(e.to_string()))?,
@@ -52,6 +56,35 @@ pub(super) fn json_accept(headers: &HeaderMap) -> Result<HeaderMap, ApiError> {
         out.insert(USER_AGENT, agent.clone());
     }
     Ok(out)
+}
+
+/// A merged list's form, negotiated from the caller's `Accept` as
+/// kube-apiserver negotiates a custom resource's list (`as=Table`,
+/// `as=PartialObjectMetadataList`, protobuf for those, YAML), and the
+/// headers each provider is asked with: the caller's, asking for the same
+/// list in JSON (the router joins JSON, and writes the list in the form
+/// negotiated).
+pub(super) fn negotiated_list(headers: &HeaderMap) -> Result<(HeaderMap, Output), ApiError> {
+    let accept = headers.get(ACCEPT).and_then(|value| value.to_str().ok());
+    let output = crate::wire::accept::output(accept)?;
+    let meta = |kind: &str, version: MetaVersion| {
+        let version = version.api_version().trim_start_matches("meta.k8s.io/");
+        format!("application/json;as={kind};v={version};g=meta.k8s.io")
+    };
+    let asked = match output.target {
+        Target::Resource => "application/json".to_string(),
+        Target::Table(version) => meta("Table", version),
+        Target::PartialObjectMetadata(version) => meta("PartialObjectMetadata", version),
+        Target::PartialObjectMetadataList(version) => meta("PartialObjectMetadataList", version),
+    };
+    let mut out = headers.clone();
+    // The router reads what it is given, and compresses what it answers.
+    out.remove(ACCEPT_ENCODING);
+    out.insert(
+        ACCEPT,
+        HeaderValue::from_str(&asked).map_err(|e| ApiError::bad_request(e.to_string()))?,
+    );
+    Ok((out, output))
 }
 
 /// The annotations a JSON request body's object (or merge patch) gives.
@@ -130,6 +163,29 @@ pub(super) fn routed_body(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_merged_list_is_asked_of_the_providers_in_json_and_written_as_negotiated() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            ACCEPT,
+            HeaderValue::from_static(
+                "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+            ),
+        );
+        let (asked, output) = negotiated_list(&headers).expect("negotiated");
+        assert_eq!(
+            asked[ACCEPT],
+            "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
+        );
+        assert_eq!(output.media, crate::wire::accept::Media::Protobuf);
+        headers.insert(ACCEPT, HeaderValue::from_static("application/yaml"));
+        let (asked, output) = negotiated_list(&headers).expect("negotiated");
+        assert_eq!(asked[ACCEPT], "application/json");
+        assert_eq!(output.media, crate::wire::accept::Media::Yaml);
+        headers.insert(ACCEPT, HeaderValue::from_static("text/html"));
+        assert_eq!(negotiated_list(&headers).expect_err("none").code, 406);
+    }
 
     #[test]
     fn a_query_keeps_its_pairs_but_those_rewritten() {

@@ -8,13 +8,14 @@
 //! as that bindery made it ([`super::answers`]; [`super::requests`]
 //! changes what a merged version in the request must). Reads that ask every provider are
 //! [`super::merged`]'s. Discovery and OpenAPI are the default provider's;
-//! the other providers' schemas are judged at the start
+//! the other providers' schemas are judged at the start and again while it
+//! runs, and a provider whose schema breaks the default's is refused
 //! ([`super::schema_reads`]).
 
 use super::answers::{passed_back, read_list};
 use super::requests::{annotations_of, rewritten_query, routed_body};
 use super::routes::Routes;
-use super::schema_reads::incompatible;
+use super::schema_reads::{Held, Judged, judge};
 use super::version;
 use crate::auth::{PeerCertificate, RequestUser};
 use crate::authz::Authorizer;
@@ -115,6 +116,8 @@ pub struct Router {
     /// Whether each resource of a group/version is namespaced, as the
     /// default provider's discovery says, and when that was read.
     pub(super) scopes: Mutex<HashMap<String, Scopes>>,
+    /// How each provider's schema was last judged.
+    pub(super) held: Held,
 }
 
 /// Whether each resource of one group/version is namespaced, and when
@@ -128,7 +131,15 @@ const AUTHORIZATION_SCOPE: &str = "router";
 const SCOPES_KEPT: Duration = Duration::from_secs(30);
 
 /// The request headers a provider is given; the rest stay with the router.
-const FORWARDED_REQUEST_HEADERS: [&str; 4] = ["accept", "content-type", "user-agent", "audit-id"];
+/// With `accept-encoding`, a provider's bindery compresses a large answer
+/// the router passes back as kube-apiserver would.
+const FORWARDED_REQUEST_HEADERS: [&str; 5] = [
+    "accept",
+    "accept-encoding",
+    "content-type",
+    "user-agent",
+    "audit-id",
+];
 
 impl Router {
     /// The router of `app`'s bound groups across `providers`, `default`
@@ -179,7 +190,24 @@ impl Router {
             }
             std::future::ready(())
         }));
-        let refused = incompatible(&routes, &providers).await?;
+        let judged = judge(&routes, &providers).await.map_err(|error| {
+            anyhow::anyhow!(
+                "the default provider {}'s schema cannot be read: {error}",
+                routes.names()[routes.default()]
+            )
+        })?;
+        let refused: Vec<String> = judged
+            .iter()
+            .flat_map(|judged| match judged {
+                Judged::Breaks(reasons) => reasons.clone(),
+                Judged::Unread(_) => Vec::new(),
+            })
+            .collect();
+        for (name, judged) in routes.names().iter().zip(&judged) {
+            if let Judged::Unread(why) = judged {
+                tracing::warn!(provider = %name, %why, "a provider's schema cannot be read; its requests are refused until it is");
+            }
+        }
         if !refused.is_empty() {
             anyhow::bail!(
                 "a provider's schema is not compatible with the default provider's {}:\n{}",
@@ -202,6 +230,7 @@ impl Router {
             front_proxy,
             authorizer: Authorizer::new(Default::default()),
             scopes: Mutex::new(HashMap::new()),
+            held: Held::new(judged),
         }))
     }
 
@@ -238,11 +267,8 @@ impl Router {
         let user = user.ok_or_else(ApiError::unauthorized)?;
         let verb =
             Verb::of_query(&parts.method, &resource, parts.uri.query()).ok_or_else(|| {
-                ApiError::method_not_allowed(
-                    parts.method.as_str(),
-                    &resource.group,
-                    &resource.resource,
-                )
+                // kube-apiserver names no verb for a method it has none for.
+                ApiError::method_not_allowed("", &resource.group, &resource.resource)
             })?;
         let attributes = Attributes::of(user, verb, &resource);
         self.authorizer
@@ -474,6 +500,9 @@ impl Router {
         request: http::Request<kube::client::Body>,
     ) -> Result<Response<kube::client::Body>, ApiError> {
         let name = &self.routes.names()[index];
+        if let Some(refusal) = self.held.refusal(index, name) {
+            return Err(refusal);
+        }
         self.providers[index].send(request).await.map_err(|error| {
             tracing::warn!(provider = %name, %error, "a provider could not be reached");
             ApiError::unavailable(format!("the provider {name} cannot be reached"))

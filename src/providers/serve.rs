@@ -1,6 +1,7 @@
 //! `bindery route`: reads the app cluster's front-proxy CA, reaches each
 //! provider's bindery with the consumer kubeconfig it was given, and serves
-//! the router ([`super::router`]) over TLS until SIGTERM.
+//! the router ([`super::router`]) over TLS until SIGTERM, its large answers
+//! compressed as kube-apiserver compresses them.
 
 use super::router::{FrontProxy, Provider, Router};
 use anyhow::{Context, Result};
@@ -17,6 +18,19 @@ pub struct Options {
     pub listen: std::net::SocketAddr,
     pub serving_cert: PathBuf,
     pub serving_key: PathBuf,
+    /// How often the providers' schemas are judged again.
+    pub schema_recheck: std::time::Duration,
+    /// The app cluster's Service (`NAMESPACE/NAME`) the router's APIServices
+    /// name, its port (default: the one listened on), and the CA of the
+    /// serving certificate; `None`: the APIServices are left as they are.
+    pub register: Option<Registration>,
+}
+
+/// Where the APIServices the router registers send their requests.
+pub struct Registration {
+    pub service: String,
+    pub port: Option<u16>,
+    pub ca_file: PathBuf,
 }
 
 /// A client of each provider's bindery (`providers`: name and the
@@ -56,7 +70,14 @@ pub async fn run(options: Options) -> Result<()> {
         .into_iter()
         .map(|(name, client)| Provider { name, client })
         .collect();
+    let app_client = app.clone();
     let router = Router::new(app, providers, &options.default_provider, front_proxy).await?;
+    tokio::spawn(super::schema_reads::rejudge(
+        router.routes.clone(),
+        router.providers.clone(),
+        router.held.clone(),
+        options.schema_recheck,
+    ));
     let verifier =
         crate::auth::trust::DynamicClientVerifier::new(&roots).map_err(anyhow::Error::msg)?;
     let tls = crate::server::tls::server_config(
@@ -71,10 +92,29 @@ pub async fn run(options: Options) -> Result<()> {
         "bindery route listening on https://{}",
         listener.local_addr()?
     );
-    let service = tower::service_fn(move |request: crate::server::Incoming| {
-        let router = router.clone();
-        async move { Ok::<_, std::convert::Infallible>(router.serve(request).await) }
-    });
+    if let Some(registration) = &options.register {
+        let port = registration.port.unwrap_or(listener.local_addr()?.port());
+        let service = super::registration::service_ref(&registration.service, port)
+            .map_err(anyhow::Error::msg)?;
+        let ca = std::fs::read(&registration.ca_file)
+            .with_context(|| format!("reading {}", registration.ca_file.display()))?;
+        let written = super::registration::register(
+            &app_client,
+            &router.providers[router.routes.default()],
+            &service,
+            &ca,
+        )
+        .await?;
+        tracing::info!(apiservices = %written.join(", "), "the APIServices name the router");
+    }
+    // Large answers gzip-compressed as kube-apiserver sends them (a merged
+    // list is the router's own; a provider's passes back as it came).
+    let service = tower::ServiceBuilder::new()
+        .layer(crate::server::compress::CompressLayer)
+        .service_fn(move |request: crate::server::Incoming| {
+            let router = router.clone();
+            async move { Ok::<_, std::convert::Infallible>(router.serve(request).await) }
+        });
     let connections = crate::server::Connections {
         idle_timeout: crate::server::idle::KUBE_APISERVER_IDLE_TIMEOUT,
         goaway_chance: Default::default(),

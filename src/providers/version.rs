@@ -47,6 +47,22 @@ impl Asked {
     }
 }
 
+impl Asked {
+    /// What a list's `text` and `resourceVersionMatch` (`matching`) ask for
+    /// among `providers` providers. A provider's own version (a single
+    /// object's) that the list need only be not older than (`NotOlderThan`,
+    /// or no match) is answered by every provider's most recent state,
+    /// which is newer than anything any of them had written; an exact list
+    /// at it is [`Asked::parse`]'s 410.
+    pub fn for_list(text: &str, matching: &str, providers: usize) -> Result<Self, ApiError> {
+        let not_older = matches!(matching, "" | "NotOlderThan");
+        if not_older && text != "0" && is_plain(text) && providers > 1 {
+            return Ok(Asked::Latest);
+        }
+        Asked::parse(text, providers)
+    }
+}
+
 /// Whether `text` is a provider's own resourceVersion: decimal digits.
 fn is_plain(text: &str) -> bool {
     !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
@@ -128,6 +144,19 @@ mod tests {
             assert_eq!((error.code, error.reason), (410, "Expired"), "{text}");
         }
         assert_eq!(Asked::parse("", 2), Ok(Asked::Latest));
+        // A single object's version: a list not older than it is every
+        // provider's latest; an exact list at it cannot be.
+        assert_eq!(Asked::for_list("353", "NotOlderThan", 2), Ok(Asked::Latest));
+        assert_eq!(Asked::for_list("353", "", 2), Ok(Asked::Latest));
+        assert_eq!(
+            Asked::for_list("353", "Exact", 2).map_err(|e| e.code),
+            Err(410)
+        );
+        assert_eq!(Asked::for_list("0", "", 2), Ok(Asked::Any));
+        assert_eq!(
+            Asked::for_list("5.6", "NotOlderThan", 2).map(|a| a.of(1).to_string()),
+            Ok("6".to_string())
+        );
         assert_eq!(Asked::parse("0", 2), Ok(Asked::Any));
         assert_eq!(
             Asked::parse("5.6", 2).map(|a| a.of(1).to_string()),

@@ -2,9 +2,13 @@
 //! runs against the CRD served directly by the real provider kube-apiserver
 //! (the reference), through bindery's consumer endpoint, and through the
 //! real aggregation path: the app cluster's kube-apiserver, where
-//! `bindery bind` registered the API. Only what must differ is normalized, and
-//! everything else must be identical to the reference. Prints
-//! `N passed, N failed` and fails when any case differs.
+//! `bindery bind` registered the API; and through `bindery route`, the
+//! router of several providers, in an app cluster of its own whose `conf`
+//! namespace is a second provider's and whose other namespaces are the
+//! default provider's (so that single-namespace cases run at the second
+//! provider and cases across namespaces merge both). Only what must differ
+//! is normalized, and everything else must be identical to the reference.
+//! Prints `N passed, N failed` and fails when any case differs.
 
 #[allow(dead_code)]
 #[path = "../e2e/binder.rs"]
@@ -17,6 +21,9 @@ mod case;
 #[path = "../e2e/fixture.rs"]
 mod fixture;
 mod normalize;
+#[allow(dead_code)]
+#[path = "../e2e/router_fixture.rs"]
+mod router_fixture;
 mod target;
 
 use fixture::{clusters, repo_root};
@@ -63,6 +70,7 @@ async fn run(filter: Option<&str>) -> bool {
     let consumer = bindery::bindery().consumer("conformance", CRD, "widgets");
     let other = bindery::bindery().consumer("conformance-other", CRD, "widgets");
     bind_into_app_cluster();
+    let routed = Routed::start();
     let targets = [
         Target {
             name: "direct",
@@ -97,6 +105,17 @@ async fn run(filter: Option<&str>) -> bool {
                 client: other.client().await,
             },
         },
+        Target {
+            name: "routed",
+            main: Actor {
+                kubeconfig: routed.app.kubeconfig.clone(),
+                client: routed.app.client().await,
+            },
+            other: Actor {
+                kubeconfig: other.kubeconfig.clone(),
+                client: other.client().await,
+            },
+        },
     ];
     let (mut passed, mut failed) = (0, 0);
     for (file, case) in &cases {
@@ -108,6 +127,7 @@ async fn run(filter: Option<&str>) -> bool {
         for target in &targets {
             clean(provider);
             clean(reference);
+            clean(&routed.west);
             let mut vars = Vars::new();
             let mut texts = Vec::new();
             for step in &case.steps {
@@ -140,6 +160,7 @@ async fn run(filter: Option<&str>) -> bool {
     }
     clean(provider);
     clean(reference);
+    clean(&routed.west);
     let compared: Vec<String> = targets[1..]
         .iter()
         .map(|t| format!("{} vs {}", targets[0].name, t.name))
@@ -166,6 +187,46 @@ fn install_crd(cluster: &fixture::Cluster) {
     ]);
     for ns in NAMESPACES {
         let _ = cluster.kubectl_output(&["create", "namespace", ns], None);
+    }
+}
+
+/// The routed target: an app cluster of its own whose APIService names
+/// `bindery route` across east (the shared provider's bindery, the
+/// default) and west (a provider cluster and bindery of its own). `conf`
+/// is labelled for west; `conf2` and `conf-a` are east's.
+struct Routed {
+    west: fixture::Cluster,
+    app: fixture::Cluster,
+    _west_bindery: bindery::ServingOnly,
+    _router: router_fixture::Router,
+}
+
+impl Routed {
+    fn start() -> Self {
+        let west = router_fixture::provider_cluster("conformance-west");
+        install_crd(&west);
+        let (west_bindery, west_consumer) =
+            router_fixture::serve_consumer(&west, "conformance-west", CRD);
+        let east = bindery::bindery().consumer("conformance-east", CRD, "widgets");
+        let app = fixture::own_app_cluster("conformance-routed");
+        for ns in NAMESPACES {
+            app.kubectl(&["create", "namespace", ns]);
+        }
+        // Labelled before the router starts: it lists Namespaces before it
+        // serves, so `conf` is west's from the first request.
+        app.kubectl(&["label", "namespace", "conf", "bindery.dev/provider=west"]);
+        let router = router_fixture::start_router(
+            &app,
+            &[("east", &east), ("west", &west_consumer)],
+            "east",
+        );
+        router_fixture::reach_router(&app, "conformance.bindery.dev", router.port);
+        Self {
+            west,
+            app,
+            _west_bindery: west_bindery,
+            _router: router,
+        }
     }
 }
 

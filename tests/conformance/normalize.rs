@@ -91,26 +91,69 @@ fn words(line: &str) -> String {
         "Resource Version:",
     ]
     .iter()
-    .fold(joined, |text, marker| mask_after(&text, marker))
+    .fold(oldest_held(&joined), |text, marker| {
+        mask_after(&text, marker)
+    })
 }
 
+/// kube-apiserver's 410 names the version asked for and the oldest it
+/// holds, `too old resource version: 1 (522)`: the second is the serving
+/// cluster's own.
+fn oldest_held(text: &str) -> String {
+    const MARKER: &str = "too old resource version: ";
+    each_after(text, MARKER, |tail, out| {
+        let (asked, rest) = tail.split_at(digits(tail));
+        out.push_str(asked);
+        match rest.strip_prefix(" (") {
+            Some(held) => {
+                out.push_str(" (");
+                masked(held, out)
+            }
+            None => rest,
+        }
+    })
+}
+
+/// `text` with the version after each `marker` (and its spaces) masked.
 fn mask_after(text: &str, marker: &str) -> String {
+    each_after(text, marker, |tail, out| {
+        let spaces = tail.len() - tail.trim_start_matches(' ').len();
+        out.push_str(&tail[..spaces]);
+        masked(&tail[spaces..], out)
+    })
+}
+
+/// `text`, with what follows each `marker` written by `after` (given the
+/// text after the marker, it writes what replaces its start and returns
+/// the rest).
+fn each_after(
+    text: &str,
+    marker: &str,
+    after: impl for<'t> Fn(&'t str, &mut String) -> &'t str,
+) -> String {
     let mut out = String::new();
     let mut rest = text;
     while let Some(i) = rest.find(marker) {
         out.push_str(&rest[..i + marker.len()]);
-        let tail = &rest[i + marker.len()..];
-        let spaces = tail.len() - tail.trim_start_matches(' ').len();
-        out.push_str(&tail[..spaces]);
-        let tail = &tail[spaces..];
-        let end = tail
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(tail.len());
-        out.push_str(if end > 0 { "<rv>" } else { "" });
-        rest = &tail[end..];
+        rest = after(&rest[i + marker.len()..], &mut out);
     }
     out.push_str(rest);
     out
+}
+
+/// The number of leading ASCII digits of `text`.
+fn digits(text: &str) -> usize {
+    text.find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len())
+}
+
+/// Writes `<rv>` for the digits `text` starts with, if any; the rest.
+fn masked<'t>(text: &'t str, out: &mut String) -> &'t str {
+    let end = digits(text);
+    if end > 0 {
+        out.push_str("<rv>");
+    }
+    &text[end..]
 }
 
 fn is_uid(s: &str) -> bool {

@@ -17,35 +17,8 @@ use kube::api::{
 };
 use std::time::{Duration, Instant};
 
-/// The APIService of the group, served by the router at `port`.
-fn register(app: &Cluster, port: u16) {
-    let ca = std::fs::read(bindery().pki.join("bindery/serving-ca.crt")).expect("serving CA");
-    let objects = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-bind"}},
-        {"apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": "bindery-router", "namespace": "kube-bind"},
-            "spec": {"type": "ExternalName", "externalName": "localhost",
-                "ports": [{"port": port, "protocol": "TCP"}]}},
-        {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-            "metadata": {"name": format!("v1.{GROUP}")},
-            "spec": {"group": GROUP, "version": "v1", "groupPriorityMinimum": 1000,
-                "versionPriority": 15,
-                "caBundle": base64(&ca),
-                "service": {"namespace": "kube-bind", "name": "bindery-router", "port": port}}},
-    ]});
-    app.kubectl_with_stdin(&["apply", "-f", "-"], Some(&objects.to_string()));
-    app.kubectl(&[
-        "wait",
-        "--for=condition=Available",
-        "--timeout=60s",
-        &format!("apiservice/v1.{GROUP}"),
-    ]);
-}
-
-fn base64(bytes: &[u8]) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
+/// What the app cluster's quotas count of the gadgets.
+const COUNTED: &str = "count/gadgets.routed.example.com";
 
 /// Two providers of one resource and an app cluster routed across them:
 /// `team_east` names no provider (the default, east: the shared provider
@@ -76,7 +49,7 @@ impl TwoProviders {
         let (west_cluster, west_bindery, west) = second_provider(tag, &format!("{id}-west"), crd);
         let app = own_app_cluster(tag);
         let router = start_router(&app, &[("east", &east), ("west", &west)], "east");
-        register(&app, router.port);
+        crate::router_fixture::reach_router(&app, GROUP, router.port);
         let (team_east, team_west) = (format!("{id}-e"), format!("{id}-w"));
         crate::router_fixture::routed_namespaces(&app, &team_east, &team_west);
         let two = Self {
@@ -169,6 +142,44 @@ impl TwoProviders {
 
     fn at_west(&self, namespace: &str, name: &str) -> String {
         format!("kube-bind-{}-{namespace}/{name}", self.west.id)
+    }
+
+    /// Registers the app cluster with both providers' binderies for its
+    /// consumer, as `bindery bind` registers it with each provider: a
+    /// kubeconfig reaching it and its front-proxy CA (the Secret
+    /// `app-cluster` in the consumer's cluster namespace). Each provider's
+    /// bindery then charges the app cluster's quotas for creates routed to
+    /// it.
+    fn register_app_cluster(&self) {
+        let ca = self.app.kubectl(&[
+            "-n",
+            "kube-system",
+            "get",
+            "configmap",
+            "extension-apiserver-authentication",
+            "-o",
+            "jsonpath={.data.requestheader-client-ca-file}",
+        ]);
+        let ca_file = crate::fixture::scratch_dir().join(crate::fixture::unique_name("ca.crt"));
+        std::fs::write(&ca_file, ca).expect("writing the front-proxy CA");
+        for (provider, consumer) in [
+            (&clusters().provider, &self.east),
+            (&self.west_cluster, &self.west),
+        ] {
+            provider.kubectl(&[
+                "-n",
+                &consumer.cluster_namespace,
+                "create",
+                "secret",
+                "generic",
+                "app-cluster",
+                &format!("--from-file=kubeconfig={}", self.app.kubeconfig.display()),
+                &format!(
+                    "--from-file=requestheader-client-ca.crt={}",
+                    ca_file.display()
+                ),
+            ]);
+        }
     }
 
     fn stored_east(&self) -> Vec<String> {
@@ -517,17 +528,40 @@ fn one_resource_from_two_providers_routed_by_namespace_and_read_as_one() {
 
     // One schema: a provider that serves the resource otherwise (here west's
     // bound schema made cluster-scoped) is refused when the router starts,
-    // saying what breaks.
-    two.west_cluster.kubectl(&[
-        "-n",
-        &two.west.cluster_namespace,
-        "patch",
-        "boundschema",
-        &format!("{PLURAL}.{GROUP}"),
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"scope":"Cluster"}}"#,
-    ]);
+    // saying what breaks; the running router refuses its requests until
+    // its schema is compatible again, and the default's namespaces go on.
+    let west_scope = |scope: &str| {
+        two.west_cluster.kubectl(&[
+            "-n",
+            &two.west.cluster_namespace,
+            "patch",
+            "boundschema",
+            &format!("{PLURAL}.{GROUP}"),
+            "--type=merge",
+            "-p",
+            &format!(r#"{{"spec":{{"scope":"{scope}"}}}}"#),
+        ])
+    };
+    let at_east = format!("{}-still", two.team_east);
+    app.kubectl(&["create", "namespace", &at_east]);
+    two.create(&at_east, "s");
+    west_scope("Cluster");
+    let west_read = || app.kubectl_output(&["-n", &two.team_west, "get", PLURAL], None);
+    wait_for(
+        "the running router refused west for its schema",
+        Duration::from_secs(30),
+        || {
+            String::from_utf8_lossy(&west_read().stderr).contains(&format!(
+                "the provider west is not used: its schema is not compatible with the default provider's: west serves {PLURAL}.{GROUP} otherwise"
+            ))
+        },
+    );
+    assert_eq!(listed_in(app, &at_east), ["s"], "east's namespaces go on");
+    let across = app.kubectl_output(&["get", PLURAL, "-A"], None);
+    assert!(
+        !across.status.success(),
+        "a list across namespaces cannot leave west out"
+    );
     let deadline = Instant::now() + Duration::from_secs(30);
     let refused = loop {
         let providers = [("east", &two.east), ("west", &two.west)];
@@ -543,6 +577,12 @@ fn one_resource_from_two_providers_routed_by_namespace_and_read_as_one() {
     assert!(
         refused.contains(&format!("west serves {PLURAL}.{GROUP} otherwise")),
         "{refused}"
+    );
+    west_scope("Namespaced");
+    wait_for(
+        "the running router served west again",
+        Duration::from_secs(30),
+        || west_read().status.success(),
     );
 }
 
@@ -597,8 +637,10 @@ fn the_app_clusters_controllers_and_informers_work_across_both_providers() {
     two.create(team_east, "a");
     two.create(team_west, "b");
     // client-go's dynamic and metadata informers across namespaces, with
-    // the watch-list as the app cluster's controllers run it.
-    let informers = crate::soak::GoInformers::start_for(app, GROUP, PLURAL, "");
+    // the watch-list as the app cluster's controllers run it, and with a
+    // list and then a watch.
+    let informers = [true, false]
+        .map(|watch_list| crate::soak::GoInformers::start_for(app, GROUP, PLURAL, "", watch_list));
     two.create(team_west, "c");
     two.create(team_east, "d");
     two.patch(team_west, "c", r#"{"spec":{"size":2}}"#);
@@ -654,16 +696,27 @@ fn the_app_clusters_controllers_and_informers_work_across_both_providers() {
     // both providers hold.
     let expected = ["b", "c"];
     wait_for("the informers caught up", Duration::from_secs(30), || {
-        informers.histories().values().all(|(history, _, _)| {
-            history
-                .get("a")
-                .is_some_and(|changes| changes.last().is_some_and(|c| c.0 == "delete"))
-                && history
-                    .get("kept")
+        informers
+            .iter()
+            .flat_map(|i| i.histories().into_values())
+            .all(|(history, _, _)| {
+                history
+                    .get("a")
                     .is_some_and(|changes| changes.last().is_some_and(|c| c.0 == "delete"))
-        })
+                    && history
+                        .get("kept")
+                        .is_some_and(|changes| changes.last().is_some_and(|c| c.0 == "delete"))
+            })
     });
-    for (informer, (history, replays, tombstones)) in informers.histories() {
+    let histories = informers
+        .iter()
+        .zip(["watch-list", "list and watch"])
+        .flat_map(|(i, how)| {
+            i.histories()
+                .into_iter()
+                .map(move |(informer, seen)| (format!("{informer} ({how})"), seen))
+        });
+    for (informer, (history, replays, tombstones)) in histories {
         assert_eq!(
             (replays, tombstones),
             (0, 0),
@@ -681,7 +734,7 @@ fn the_app_clusters_controllers_and_informers_work_across_both_providers() {
         assert_eq!(kinds("d"), ["add", "delete"], "{informer}: {history:?}");
         assert_eq!(kinds("b"), ["add"], "{informer}: {history:?}");
     }
-    for (informer, store) in informers.finish() {
+    for (informer, store) in informers.into_iter().flat_map(|i| i.finish()) {
         let names: Vec<&str> = store.keys().map(String::as_str).collect();
         assert_eq!(names, expected, "{informer}");
     }
@@ -722,6 +775,67 @@ fn the_app_clusters_controllers_and_informers_work_across_both_providers() {
         || annotated(&other_east, "f") == "5",
     );
     drop(controller);
+
+    // Quota: the app cluster's quota controller counts each namespace's
+    // gadgets at its provider, and each provider's bindery charges a create
+    // routed to it and refuses the one over the limit.
+    two.register_app_cluster();
+    let quota = |namespace: &str, hard: u32| {
+        let quota = serde_json::json!({"apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": {"name": "gadgets", "namespace": namespace},
+            "spec": {"hard": {COUNTED: hard.to_string()}}});
+        app.kubectl_with_stdin(&["apply", "-f", "-"], Some(&quota.to_string()));
+    };
+    let used = |namespace: &str| {
+        let quota: serde_json::Value = serde_json::from_str(&app.kubectl(&[
+            "-n",
+            namespace,
+            "get",
+            "resourcequota",
+            "gadgets",
+            "-o",
+            "json",
+        ]))
+        .expect("kubectl prints JSON");
+        quota["status"]["used"][COUNTED]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    quota(team_west, 3);
+    quota(&other_east, 1);
+    for (namespace, count) in [(team_west, "2"), (other_east.as_str(), "1")] {
+        wait_for(
+            &format!("the quota controller counted {count} gadgets in {namespace}"),
+            Duration::from_secs(120),
+            || used(namespace) == count,
+        );
+    }
+    two.create(team_west, "g");
+    assert_eq!(
+        used(team_west),
+        "3",
+        "west's bindery charged the create of g"
+    );
+    for (namespace, name) in [(team_west, "h"), (other_east.as_str(), "i")] {
+        let refused = app.kubectl_output(
+            &["-n", namespace, "create", "-f", "-"],
+            Some(&gadget(name).to_string()),
+        );
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            !refused.status.success() && said.contains("exceeded quota: gadgets"),
+            "a create over {namespace}'s quota: {said}"
+        );
+    }
+    assert!(!two.stored_west().contains(&two.at_west(team_west, "h")));
+    assert!(!two.stored_east().contains(&two.at_east(&other_east, "i")));
+    app.kubectl(&["-n", team_west, "delete", PLURAL, "g"]);
+    wait_for(
+        "the quota controller counted the deletion at west",
+        Duration::from_secs(60),
+        || used(team_west) == "2",
+    );
 
     // A provider that is down fails its own namespaces only; discovery
     // (the default provider's) goes on.

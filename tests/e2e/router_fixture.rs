@@ -36,7 +36,15 @@ fn route_command(app: &Cluster, providers: &[(&str, &Consumer)], default: &str) 
             "127.0.0.1:0",
             "--default-provider",
             default,
+            // The providers' schemas judged again every second.
+            "--schema-recheck-seconds",
+            "1",
+            // The router points the APIServices at its Service itself.
+            "--register-service",
+            "kube-bind/bindery-router",
         ])
+        .arg("--register-ca-file")
+        .arg(serving.join("serving-ca.crt"))
         .arg("--kubeconfig")
         .arg(&app.kubeconfig)
         .arg("--tls-cert-file")
@@ -102,6 +110,14 @@ pub fn second_provider(
     id: &str,
     crd: &str,
 ) -> (Cluster, crate::bindery::ServingOnly, Consumer) {
+    let provider = provider_cluster(tag);
+    provider.install_open_crd(GROUP, PLURAL, "Gadget", "Namespaced");
+    let (serving, consumer) = serve_consumer(&provider, id, crd);
+    (provider, serving, consumer)
+}
+
+/// A provider cluster of its own (`tag`) with kube-bind's CRDs installed.
+pub fn provider_cluster(tag: &str) -> Cluster {
     let provider = own_provider_cluster(tag);
     let crds = repo_root().join("deploy/crds");
     provider.kubectl(&["apply", "-f", &crds.to_string_lossy()]);
@@ -112,12 +128,22 @@ pub fn second_provider(
         "-f",
         &crds.to_string_lossy(),
     ]);
-    provider.install_open_crd(GROUP, PLURAL, "Gadget", "Namespaced");
+    provider
+}
+
+/// bindery serving `provider` (serving only) and consumer `id` bound there
+/// to `crd` (`<plural>.<group>`, installed already), once it is served.
+pub fn serve_consumer(
+    provider: &Cluster,
+    id: &str,
+    crd: &str,
+) -> (crate::bindery::ServingOnly, Consumer) {
+    let (plural, group) = crd.split_once('.').expect("crd is <plural>.<group>");
     export_for(
-        &provider,
+        provider,
         id,
         crd,
-        PLURAL,
+        plural,
         None,
         "Prefixed",
         serde_json::json!([]),
@@ -129,8 +155,49 @@ pub fn second_provider(
         pki: bindery().pki.clone(),
     }
     .endpoint(id);
-    endpoint.wait_until_served(GROUP, PLURAL);
-    (provider, serving, endpoint)
+    endpoint.wait_until_served(group, plural);
+    (serving, endpoint)
+}
+
+/// The Service the router registered `group`'s v1 APIService with in
+/// `app`: an ExternalName Service to loopback at the router's `port`, made
+/// once the router chose it; waits until the aggregator finds the
+/// APIService available, and checks that it names the Service.
+pub fn reach_router(app: &Cluster, group: &str, port: u16) {
+    let objects = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-bind"}},
+        {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "bindery-router", "namespace": "kube-bind"},
+            "spec": {"type": "ExternalName", "externalName": "localhost",
+                "ports": [{"port": port, "protocol": "TCP"}]}},
+    ]});
+    app.kubectl_with_stdin(&["apply", "-f", "-"], Some(&objects.to_string()));
+    let api_service = format!("apiservice/v1.{group}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !app
+        .kubectl_output(&["get", &api_service], None)
+        .status
+        .success()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the router never registered {api_service}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    app.kubectl(&[
+        "wait",
+        "--for=condition=Available",
+        "--timeout=60s",
+        &api_service,
+    ]);
+    let service = app.kubectl(&[
+        "get",
+        &api_service,
+        "-o",
+        "jsonpath={.spec.service.namespace}/{.spec.service.name}:{.spec.service.port}",
+    ]);
+    assert_eq!(service, format!("kube-bind/bindery-router:{port}"));
 }
 
 /// A gadget named `name`, as JSON.

@@ -126,12 +126,20 @@ impl Written {
 
 impl GoInformers {
     fn start(app: &Cluster, namespace: &str) -> Self {
-        Self::start_for(app, GROUP, RESOURCE, namespace)
+        Self::start_for(app, GROUP, RESOURCE, namespace, true)
     }
 
     /// The informers of `<resource>.<group>` (version v1) in `namespace`
-    /// (empty: across namespaces) of `app`, once they have synced.
-    pub(crate) fn start_for(app: &Cluster, group: &str, resource: &str, namespace: &str) -> Self {
+    /// (empty: across namespaces) of `app`, once they have synced; with the
+    /// watch-list (as the app cluster's kube-controller-manager runs them)
+    /// or with a list and then a watch.
+    pub(crate) fn start_for(
+        app: &Cluster,
+        group: &str,
+        resource: &str,
+        namespace: &str,
+        watch_list: bool,
+    ) -> Self {
         let binary = go_runner::build_from(
             "tests/clients",
             "informers",
@@ -143,9 +151,9 @@ impl GoInformers {
             .arg(&app.kubeconfig)
             .args(["--group", group, "--version", "v1", "--resource", resource])
             .args(["--namespace", namespace])
-            // As the app cluster's kube-controller-manager does: the
-            // watch-list, with its initial-events-end bookmark.
-            .env("KUBE_FEATURE_WatchListClient", "true")
+            // The watch-list: a watch whose initial events end with a
+            // bookmark, instead of a list.
+            .env("KUBE_FEATURE_WatchListClient", watch_list.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr).unwrap())

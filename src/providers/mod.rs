@@ -12,11 +12,13 @@
 //! namespace moves from one provider to another with [`relocate`]
 //! ([`copy`] is what it writes); a provider whose schema would break a
 //! consumer of the default provider's is refused at the start and held
-//! while it runs ([`schemas`]). The router points the app cluster's
+//! while it runs ([`schemas`]), which it tells in Events ([`events`]).
+//! The router points the app cluster's
 //! APIServices at itself when asked ([`registration`]).
 
 mod answers;
 pub mod copy;
+pub mod events;
 pub mod merge;
 mod merged;
 pub mod pages;

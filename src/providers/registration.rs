@@ -56,15 +56,8 @@ pub fn group_versions(apis: &Value) -> Vec<GroupVersion> {
     out
 }
 
-/// Points the APIService of every group/version `default_provider` serves
-/// at `service`, trusting `ca_pem` (the router's serving CA); the names of
-/// the APIServices written.
-pub async fn register(
-    app: &kube::Client,
-    default_provider: &kube::Client,
-    service: &Value,
-    ca_pem: &[u8],
-) -> Result<Vec<String>> {
+/// The group/versions `default_provider` serves, from its discovery.
+pub async fn served(default_provider: &kube::Client) -> Result<Vec<GroupVersion>> {
     let request = http::Request::get("/apis")
         .body(Vec::new())
         .expect("a GET request builds");
@@ -72,7 +65,26 @@ pub async fn register(
         .request(request)
         .await
         .context("reading the default provider's discovery")?;
-    let group_versions = group_versions(&apis);
+    Ok(group_versions(&apis))
+}
+
+/// The names of the APIServices of `group_versions`.
+pub fn names(group_versions: &[GroupVersion]) -> Vec<String> {
+    group_versions
+        .iter()
+        .map(crate::bind::app_objects::api_service_name)
+        .collect()
+}
+
+/// Points the APIService of every group/version of `group_versions` (what
+/// the default provider serves) at `service`, trusting `ca_pem` (the
+/// router's serving CA); the names of the APIServices written.
+pub async fn register(
+    app: &kube::Client,
+    group_versions: &[GroupVersion],
+    service: &Value,
+    ca_pem: &[u8],
+) -> Result<Vec<String>> {
     if group_versions.is_empty() {
         return Err(anyhow!("the default provider serves no group to register"));
     }
@@ -81,7 +93,7 @@ pub async fn register(
     let api: Api<DynamicObject> =
         Api::all_with(app.clone(), &crate::app_binding::api_service_resource());
     let mut written = Vec::new();
-    for object in api_services(&group_versions, &labels, &ca_bundle, service) {
+    for object in api_services(group_versions, &labels, &ca_bundle, service) {
         let name = object["metadata"]["name"]
             .as_str()
             .unwrap_or_default()

@@ -151,6 +151,7 @@ impl Router {
         providers: Vec<Provider>,
         default: &str,
         front_proxy: FrontProxy,
+        teller: &super::events::Teller,
     ) -> anyhow::Result<Arc<Self>> {
         let names: Vec<String> = providers.iter().map(|p| p.name.clone()).collect();
         let routes = Routes::new(names, default).map_err(anyhow::Error::msg)?;
@@ -209,11 +210,13 @@ impl Router {
             }
         }
         if !refused.is_empty() {
-            anyhow::bail!(
+            let why = format!(
                 "a provider's schema is not compatible with the default provider's {}:\n{}",
                 routes.names()[routes.default()],
                 refused.join("\n")
             );
+            teller.warn(super::events::REFUSED, &why).await;
+            anyhow::bail!(why);
         }
         tokio::time::timeout(Duration::from_secs(60), namespaces.wait_until_ready())
             .await

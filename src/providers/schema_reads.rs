@@ -73,6 +73,7 @@ pub(super) async fn rejudge(
     providers: Vec<kube::Client>,
     held: Held,
     every: Duration,
+    teller: Arc<super::events::Teller>,
 ) {
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -88,10 +89,14 @@ pub(super) async fn rejudge(
         };
         match held.update(judged) {
             Some(refused) if refused.is_empty() => {
-                tracing::info!("every provider's schema is compatible with the default's")
+                let what = "every provider's schema is compatible with the default provider's";
+                tracing::info!("{what}");
+                teller.tell(super::events::COMPATIBLE, what).await;
             }
             Some(refused) => {
-                tracing::warn!(refused = %refused.join("; "), "a provider's requests are refused for its schema")
+                let what = refused.join("; ");
+                tracing::warn!(refused = %what, "a provider's requests are refused for its schema");
+                teller.warn(super::events::HELD, &what).await;
             }
             None => {}
         }

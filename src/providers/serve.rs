@@ -65,18 +65,36 @@ pub async fn run(options: Options) -> Result<()> {
         ca: crate::auth::trust::CaVerifier::from_pem(ca.as_bytes()).map_err(anyhow::Error::msg)?,
         allowed_names,
     };
-    let providers = provider_clients(&options.providers)
+    let providers: Vec<Provider> = provider_clients(&options.providers)
         .await?
         .into_iter()
         .map(|(name, client)| Provider { name, client })
         .collect();
     let app_client = app.clone();
-    let router = Router::new(app, providers, &options.default_provider, front_proxy).await?;
+    let default_client = providers
+        .iter()
+        .find(|provider: &&Provider| provider.name == options.default_provider)
+        .map(|provider| provider.client.clone())
+        .with_context(|| format!("no --provider is named {}", options.default_provider))?;
+    let group_versions = super::registration::served(&default_client).await?;
+    let teller = Arc::new(super::events::Teller::new(
+        app.clone(),
+        super::registration::names(&group_versions),
+    ));
+    let router = Router::new(
+        app,
+        providers,
+        &options.default_provider,
+        front_proxy,
+        &teller,
+    )
+    .await?;
     tokio::spawn(super::schema_reads::rejudge(
         router.routes.clone(),
         router.providers.clone(),
         router.held.clone(),
         options.schema_recheck,
+        teller,
     ));
     let verifier =
         crate::auth::trust::DynamicClientVerifier::new(&roots).map_err(anyhow::Error::msg)?;
@@ -98,13 +116,8 @@ pub async fn run(options: Options) -> Result<()> {
             .map_err(anyhow::Error::msg)?;
         let ca = std::fs::read(&registration.ca_file)
             .with_context(|| format!("reading {}", registration.ca_file.display()))?;
-        let written = super::registration::register(
-            &app_client,
-            &router.providers[router.routes.default()],
-            &service,
-            &ca,
-        )
-        .await?;
+        let written =
+            super::registration::register(&app_client, &group_versions, &service, &ca).await?;
         tracing::info!(apiservices = %written.join(", "), "the APIServices name the router");
     }
     // Large answers gzip-compressed as kube-apiserver sends them (a merged

@@ -578,6 +578,23 @@ fn one_resource_from_two_providers_routed_by_namespace_and_read_as_one() {
         refused.contains(&format!("west serves {PLURAL}.{GROUP} otherwise")),
         "{refused}"
     );
+    // Both are told in the app cluster, as Events on the APIService.
+    for reason in ["ProviderHeld", "ProviderSchemaIncompatible"] {
+        let told = app.kubectl(&[
+            "get",
+            "events",
+            "-n",
+            "default",
+            "--field-selector",
+            &format!("reason={reason},involvedObject.name=v1.{GROUP}"),
+            "-o",
+            "jsonpath={.items[*].message}",
+        ]);
+        assert!(
+            told.contains(&format!("west serves {PLURAL}.{GROUP} otherwise")),
+            "{reason}: {told:?}"
+        );
+    }
     west_scope("Namespaced");
     wait_for(
         "the running router served west again",

@@ -2,11 +2,12 @@
 //! runs against the CRD served directly by the real provider kube-apiserver
 //! (the reference), through bindery's consumer endpoint, and through the
 //! real aggregation path: the app cluster's kube-apiserver, where
-//! `bindery bind` registered the API; and through `bindery route`, the
-//! router of several providers, in an app cluster of its own whose `conf`
-//! namespace is a second provider's and whose other namespaces are the
-//! default provider's (so that single-namespace cases run at the second
-//! provider and cases across namespaces merge both). Only what must differ
+//! `bindery bind` registered the API; and twice through `bindery route`,
+//! the router of several providers, each in an app cluster of its own:
+//! once with `conf` (where most cases run) at a second provider and the
+//! other namespaces at the default provider, once the other way round, so
+//! that every case runs in a namespace of each provider and the cases
+//! across namespaces merge both. Only what must differ
 //! is normalized, and everything else must be identical to the reference.
 //! Prints `N passed, N failed` and fails when any case differs.
 
@@ -70,7 +71,11 @@ async fn run(filter: Option<&str>) -> bool {
     let consumer = bindery::bindery().consumer("conformance", CRD, "widgets");
     let other = bindery::bindery().consumer("conformance-other", CRD, "widgets");
     bind_into_app_cluster();
-    let routed = Routed::start();
+    let west = West::start();
+    // `conf`, where most cases run, at the second provider; then at the
+    // default one, with the others at the second.
+    let routed_west = Routed::start("conformance-routed-west", &west, &["conf"]);
+    let routed_east = Routed::start("conformance-routed-east", &west, &["conf2", "conf-a"]);
     let targets = [
         Target {
             name: "direct",
@@ -106,10 +111,21 @@ async fn run(filter: Option<&str>) -> bool {
             },
         },
         Target {
-            name: "routed",
+            name: "routed-west",
             main: Actor {
-                kubeconfig: routed.app.kubeconfig.clone(),
-                client: routed.app.client().await,
+                kubeconfig: routed_west.app.kubeconfig.clone(),
+                client: routed_west.app.client().await,
+            },
+            other: Actor {
+                kubeconfig: other.kubeconfig.clone(),
+                client: other.client().await,
+            },
+        },
+        Target {
+            name: "routed-east",
+            main: Actor {
+                kubeconfig: routed_east.app.kubeconfig.clone(),
+                client: routed_east.app.client().await,
             },
             other: Actor {
                 kubeconfig: other.kubeconfig.clone(),
@@ -127,7 +143,7 @@ async fn run(filter: Option<&str>) -> bool {
         for target in &targets {
             clean(provider);
             clean(reference);
-            clean(&routed.west);
+            clean(&west.cluster);
             let mut vars = Vars::new();
             let mut texts = Vec::new();
             for step in &case.steps {
@@ -160,7 +176,7 @@ async fn run(filter: Option<&str>) -> bool {
     }
     clean(provider);
     clean(reference);
-    clean(&routed.west);
+    clean(&west.cluster);
     let compared: Vec<String> = targets[1..]
         .iter()
         .map(|t| format!("{} vs {}", targets[0].name, t.name))
@@ -190,31 +206,45 @@ fn install_crd(cluster: &fixture::Cluster) {
     }
 }
 
-/// The routed target: an app cluster of its own whose APIService names
+/// The second provider of the routed targets: a provider cluster of its
+/// own serving the case CRD, with a bindery of its own.
+struct West {
+    cluster: fixture::Cluster,
+    bindery: bindery::ServingOnly,
+}
+
+impl West {
+    fn start() -> Self {
+        let cluster = router_fixture::provider_cluster("conformance-west");
+        install_crd(&cluster);
+        let bindery = bindery::serving_only(&cluster.kubeconfig, &["--impersonate=false"]);
+        Self { cluster, bindery }
+    }
+}
+
+/// A routed target: an app cluster of its own whose APIService names
 /// `bindery route` across east (the shared provider's bindery, the
-/// default) and west (a provider cluster and bindery of its own). `conf`
-/// is labelled for west; `conf2` and `conf-a` are east's.
+/// default) and west, with `west_namespaces` labelled for west and the
+/// other case namespaces east's.
 struct Routed {
-    west: fixture::Cluster,
     app: fixture::Cluster,
-    _west_bindery: bindery::ServingOnly,
     _router: router_fixture::Router,
 }
 
 impl Routed {
-    fn start() -> Self {
-        let west = router_fixture::provider_cluster("conformance-west");
-        install_crd(&west);
-        let (west_bindery, west_consumer) =
-            router_fixture::serve_consumer(&west, "conformance-west", CRD);
-        let east = bindery::bindery().consumer("conformance-east", CRD, "widgets");
-        let app = fixture::own_app_cluster("conformance-routed");
+    fn start(tag: &str, west: &West, west_namespaces: &[&str]) -> Self {
+        let west_consumer =
+            router_fixture::consumer_at(&west.cluster, &west.bindery, &format!("{tag}-west"), CRD);
+        let east = bindery::bindery().consumer(&format!("{tag}-east"), CRD, "widgets");
+        let app = fixture::own_app_cluster(tag);
         for ns in NAMESPACES {
             app.kubectl(&["create", "namespace", ns]);
         }
         // Labelled before the router starts: it lists Namespaces before it
-        // serves, so `conf` is west's from the first request.
-        app.kubectl(&["label", "namespace", "conf", "bindery.dev/provider=west"]);
+        // serves, so they are west's from the first request.
+        for ns in west_namespaces {
+            app.kubectl(&["label", "namespace", ns, "bindery.dev/provider=west"]);
+        }
         let router = router_fixture::start_router(
             &app,
             &[("east", &east), ("west", &west_consumer)],
@@ -222,9 +252,7 @@ impl Routed {
         );
         router_fixture::reach_router(&app, "conformance.bindery.dev", router.port);
         Self {
-            west,
             app,
-            _west_bindery: west_bindery,
             _router: router,
         }
     }
@@ -279,6 +307,10 @@ fn clean(cluster: &fixture::Cluster) {
         "-o",
         "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}",
     ]);
+    if names.trim().is_empty() {
+        // Nothing to delete (a target leaves objects only where it ran).
+        return;
+    }
     for line in names.lines().filter(|l| !l.is_empty()) {
         let (ns, name) = line.split_once('/').expect("namespace/name");
         let _ = cluster.kubectl_output(

@@ -138,6 +138,20 @@ pub fn serve_consumer(
     id: &str,
     crd: &str,
 ) -> (crate::bindery::ServingOnly, Consumer) {
+    // Without controllers there, no provider-side account to impersonate.
+    let serving = crate::bindery::serving_only(&provider.kubeconfig, &["--impersonate=false"]);
+    let consumer = consumer_at(provider, &serving, id, crd);
+    (serving, consumer)
+}
+
+/// Consumer `id` bound to `crd` (`<plural>.<group>`, installed already) at
+/// `provider`, whose bindery is `serving`, once it is served.
+pub fn consumer_at(
+    provider: &Cluster,
+    serving: &crate::bindery::ServingOnly,
+    id: &str,
+    crd: &str,
+) -> Consumer {
     let (plural, group) = crd.split_once('.').expect("crd is <plural>.<group>");
     export_for(
         provider,
@@ -148,15 +162,13 @@ pub fn serve_consumer(
         "Prefixed",
         serde_json::json!([]),
     );
-    // Without controllers there, no provider-side account to impersonate.
-    let serving = crate::bindery::serving_only(&provider.kubeconfig, &["--impersonate=false"]);
     let endpoint = Bindery {
         url: serving.url.clone(),
         pki: bindery().pki.clone(),
     }
     .endpoint(id);
     endpoint.wait_until_served(group, plural);
-    (serving, endpoint)
+    endpoint
 }
 
 /// The Service the router registered `group`'s v1 APIService with in

@@ -104,6 +104,20 @@ pub fn page(
     list
 }
 
+/// `list` (a Table) without its rows' objects, as kube-apiserver writes
+/// them for `includeObject=None` (`"object": null`; the router asked for
+/// their metadata to place them).
+pub fn without_row_objects(list: &mut Value) {
+    if list["kind"] != "Table" {
+        return;
+    }
+    for row in list["rows"].as_array_mut().into_iter().flatten() {
+        if let Some(object) = row.get_mut("object") {
+            *object = Value::Null;
+        }
+    }
+}
+
 /// The key an entry is listed by ([`key_of`]).
 pub fn order_of(entry: &Value, field: &str) -> Option<String> {
     key_of(entry, field)
@@ -346,6 +360,17 @@ mod tests {
             custom["metadata"].to_string(),
             r#"{"continue":"next","remainingItemCount":3,"resourceVersion":"9.80"}"#
         );
+    }
+
+    #[test]
+    fn rows_lose_their_objects_when_none_were_asked() {
+        let mut table = json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1",
+            "rows": [{"cells": ["a"], "object": {"metadata": {"name": "a"}}}]});
+        without_row_objects(&mut table);
+        assert_eq!(table["rows"], json!([{"cells": ["a"], "object": null}]));
+        let mut list = json!({"kind": "WidgetList", "items": [{"object": 1}]});
+        without_row_objects(&mut list);
+        assert_eq!(list["items"], json!([{"object": 1}]), "only a Table's rows");
     }
 
     #[test]

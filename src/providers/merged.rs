@@ -5,7 +5,9 @@
 
 use super::answers::{passed_back, read_list};
 use super::merge::{self, Watches};
-use super::requests::{is_json, json_accept, negotiated_list, query_value, rewritten_query};
+use super::requests::{
+    is_json, json_accept, negotiated_list, query_value, rewritten_query, with_row_objects,
+};
 use super::router::{Ownership, Router};
 use super::version::{Asked, Versions};
 use crate::status::ApiError;
@@ -48,8 +50,9 @@ impl Router {
             providers,
         )?;
         let (headers, output) = negotiated_list(&parts.headers)?;
+        let (asked_rows, no_row_objects) = with_row_objects(raw);
         let requests = (0..providers).map(|index| {
-            let query = rewritten_query(raw, |key, value| match key {
+            let query = rewritten_query(&asked_rows, |key, value| match key {
                 "resourceVersion" => Some(asked.of(index).to_string()),
                 // The most recent state: no version, and so no match.
                 "resourceVersionMatch" if asked.of(index).is_empty() => None,
@@ -77,9 +80,12 @@ impl Router {
             lists.push(list);
         }
         let ownership = &self.ownership;
-        let merged = merge::lists(lists, &versions, &|index, metadata| {
+        let mut merged = merge::lists(lists, &versions, &|index, metadata| {
             ownership.shows(index, metadata)
         })?;
+        if no_row_objects {
+            merge::without_row_objects(&mut merged);
+        }
         answer(&merged, output)
     }
 
@@ -152,7 +158,10 @@ impl Router {
         let envelope = envelope.unwrap_or_else(
             || serde_json::json!({"kind": "List", "apiVersion": "v1", "items": []}),
         );
-        let merged = merge::page(envelope, field, page, &versions, (next, remaining));
+        let mut merged = merge::page(envelope, field, page, &versions, (next, remaining));
+        if with_row_objects(raw).1 {
+            merge::without_row_objects(&mut merged);
+        }
         answer(&merged, output)
     }
 
@@ -168,7 +177,8 @@ impl Router {
         limit: usize,
     ) -> Result<Vec<Option<Value>>, Stop> {
         use super::pages::{past, query_for};
-        let raw = parts.uri.query().unwrap_or_default();
+        let (raw, _) = with_row_objects(parts.uri.query().unwrap_or_default());
+        let raw = raw.as_str();
         let ask = |index: usize, query: String| {
             let request = self.request(parts, Some(&query), headers, Bytes::new());
             async move {

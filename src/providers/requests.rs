@@ -120,6 +120,20 @@ pub(super) fn rewritten_query(raw: &str, rewrite: impl Fn(&str, &str) -> Option<
     out.finish()
 }
 
+/// The query a merged Table is asked of each provider with: rows with at
+/// least their object's metadata (`includeObject=None` asked as
+/// `Metadata`), so that the router places and filters each row by its
+/// object as it does an item; and whether the caller asked for none, so
+/// that the router drops them again.
+pub(super) fn with_row_objects(raw: &str) -> (String, bool) {
+    let none = query_value(raw, "includeObject") == "None";
+    let query = rewritten_query(raw, |key, value| match (key, value) {
+        ("includeObject", "None") => Some("Metadata".to_string()),
+        _ => Some(value.to_string()),
+    });
+    (query, none)
+}
+
 /// A JSON request body for provider `index`: a merged resourceVersion in
 /// its `metadata` or its delete preconditions made the provider's own.
 /// Anything else goes as it came.
@@ -163,6 +177,19 @@ pub(super) fn routed_body(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_merged_tables_rows_are_asked_with_their_objects_metadata() {
+        assert_eq!(
+            with_row_objects("includeObject=None&limit=2"),
+            ("includeObject=Metadata&limit=2".to_string(), true)
+        );
+        assert_eq!(
+            with_row_objects("includeObject=Object"),
+            ("includeObject=Object".to_string(), false)
+        );
+        assert_eq!(with_row_objects(""), (String::new(), false));
+    }
 
     #[test]
     fn a_merged_list_is_asked_of_the_providers_in_json_and_written_as_negotiated() {

@@ -147,12 +147,17 @@ fn digits(text: &str) -> usize {
         .unwrap_or(text.len())
 }
 
-/// Writes `<rv>` for the digits `text` starts with, if any; the rest.
+/// Writes `<rv>` for the version `text` starts with, if any: digits, or
+/// the router's merged version (digits joined by `.`); the rest.
 fn masked<'t>(text: &'t str, out: &mut String) -> &'t str {
-    let end = digits(text);
-    if end > 0 {
-        out.push_str("<rv>");
+    let mut end = digits(text);
+    if end == 0 {
+        return text;
     }
+    while let Some(part) = text[end..].strip_prefix('.').map(digits).filter(|n| *n > 0) {
+        end += 1 + part;
+    }
+    out.push_str("<rv>");
     &text[end..]
 }
 

@@ -133,6 +133,13 @@ async fn run(filter: Option<&str>) -> bool {
             },
         },
     ];
+    // The clusters that hold Widgets: the provider, the reference and the
+    // routed targets' second provider.
+    let cleaned = [
+        provider.client().await,
+        reference.client().await,
+        west.cluster.client().await,
+    ];
     let (mut passed, mut failed) = (0, 0);
     for (file, case) in &cases {
         let id = format!("{file}/{}", case.name);
@@ -141,9 +148,9 @@ async fn run(filter: Option<&str>) -> bool {
         }
         let mut outputs: Vec<Vec<String>> = Vec::new();
         for target in &targets {
-            clean(provider);
-            clean(reference);
-            clean(&west.cluster);
+            for cluster in &cleaned {
+                clean(cluster).await;
+            }
             let mut vars = Vars::new();
             let mut texts = Vec::new();
             for step in &case.steps {
@@ -174,9 +181,9 @@ async fn run(filter: Option<&str>) -> bool {
             println!("FAIL {id}\n{}", differences.join("\n"));
         }
     }
-    clean(provider);
-    clean(reference);
-    clean(&west.cluster);
+    for cluster in &cleaned {
+        clean(cluster).await;
+    }
     let compared: Vec<String> = targets[1..]
         .iter()
         .map(|t| format!("{} vs {}", targets[0].name, t.name))
@@ -298,43 +305,51 @@ fn bind_into_app_cluster() {
     }
 }
 
-/// Deletes every Widget in `cluster`, finalizers and all, and waits.
-fn clean(cluster: &fixture::Cluster) {
-    let names = cluster.kubectl(&[
-        "get",
-        "widgets.conformance.bindery.dev",
-        "-A",
-        "-o",
-        "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}",
-    ]);
-    if names.trim().is_empty() {
-        // Nothing to delete (a target leaves objects only where it ran).
-        return;
-    }
-    for line in names.lines().filter(|l| !l.is_empty()) {
-        let (ns, name) = line.split_once('/').expect("namespace/name");
-        let _ = cluster.kubectl_output(
-            &[
-                "-n",
-                ns,
-                "patch",
-                "widgets.conformance.bindery.dev",
-                name,
-                "--type=merge",
-                "-p",
-                r#"{"metadata":{"finalizers":null}}"#,
-            ],
-            None,
+/// Deletes every Widget of the cluster `client` reaches, finalizers and
+/// all, and waits until they are gone; through the API (a kubectl process
+/// per cluster, before every target of every case, was minutes of the
+/// suite).
+async fn clean(client: &kube::Client) {
+    use kube::ResourceExt;
+    use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind};
+    use kube::api::{ListParams, Patch, PatchParams};
+    let widgets = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("conformance.bindery.dev", "v1", "Widget"),
+        "widgets",
+    );
+    let all: Api<DynamicObject> = Api::all_with(client.clone(), &widgets);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let left = all
+            .list(&ListParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("listing the Widgets to delete: {e}"))
+            .items;
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Widgets still there after 60 s: {:?}",
+            left.iter().map(|w| w.name_any()).collect::<Vec<_>>()
         );
+        for widget in &left {
+            let namespace = widget.namespace().unwrap_or_default();
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), &namespace, &widgets);
+            let name = widget.name_any();
+            if !widget.finalizers().is_empty() {
+                let unfinalized = serde_json::json!({"metadata": {"finalizers": null}});
+                let _ = api
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&unfinalized))
+                    .await;
+            }
+            if widget.metadata.deletion_timestamp.is_none() {
+                let _ = api.delete(&name, &DeleteParams::default()).await;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    cluster.kubectl(&[
-        "delete",
-        "widgets.conformance.bindery.dev",
-        "-A",
-        "--all",
-        "--wait=true",
-        "--timeout=60s",
-    ]);
 }
 
 /// The lines of `reference` and `other` that differ.

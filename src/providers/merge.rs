@@ -118,11 +118,6 @@ pub fn without_row_objects(list: &mut Value) {
     }
 }
 
-/// The key an entry is listed by ([`key_of`]).
-pub fn order_of(entry: &Value, field: &str) -> Option<String> {
-    key_of(entry, field)
-}
-
 /// Whether provider `index`'s `entry` is in a namespace it owns.
 pub fn is_owned(entry: &Value, field: &str, index: usize, owns: Owns) -> bool {
     owned(entry, field, index, owns)
@@ -161,7 +156,7 @@ fn take(list: &mut Value, field: &str) -> Vec<Value> {
 /// The key kube-apiserver lists in, its storage key's tail
 /// `<namespace>/<name>` (a Table row's object's, when it has one), compared
 /// byte by byte: `conf-a/x` before `conf/x`, as `-` sorts before `/`.
-fn key_of(entry: &Value, field: &str) -> Option<String> {
+pub fn key_of(entry: &Value, field: &str) -> Option<String> {
     let metadata = match field {
         "rows" => &entry["object"]["metadata"],
         _ => &entry["metadata"],

@@ -6,7 +6,7 @@
 use super::answers::{passed_back, read_list};
 use super::merge::{self, Watches};
 use super::requests::{
-    is_json, json_accept, negotiated_list, query_value, rewritten_query, with_row_objects,
+    ListQuery, is_json, json_accept, negotiated_list, query_value, rewritten_query,
 };
 use super::router::{Ownership, Router};
 use super::version::{Asked, Versions};
@@ -31,28 +31,18 @@ impl Router {
         body: Bytes,
     ) -> Result<Response<BoxBody>, ApiError> {
         let providers = self.routes.len();
-        let raw = parts.uri.query().unwrap_or_default();
-        let limit = query_value(raw, "limit")
-            .parse::<usize>()
-            .ok()
-            .filter(|l| *l > 0);
-        let token = query_value(raw, "continue");
+        let query = ListQuery::of(parts.uri.query().unwrap_or_default());
         // At any version kube-apiserver's watch cache answers the whole list
         // whatever the limit; so does the router.
-        let any_version = query_value(raw, "resourceVersion") == "0";
-        let paged = !token.is_empty() || (limit.is_some() && !any_version);
+        let any_version = query.resource_version == "0";
+        let paged = !query.continue_token.is_empty() || (query.limit.is_some() && !any_version);
         if parts.method == Method::GET && paged {
-            return self.merged_page(parts, limit, &token).await;
+            return self.merged_page(parts, &query).await;
         }
-        let asked = Asked::for_list(
-            &query_value(raw, "resourceVersion"),
-            &query_value(raw, "resourceVersionMatch"),
-            providers,
-        )?;
+        let asked = Asked::for_list(&query.resource_version, &query.matching, providers)?;
         let (headers, output) = negotiated_list(&parts.headers)?;
-        let (asked_rows, no_row_objects) = with_row_objects(raw);
         let requests = (0..providers).map(|index| {
-            let query = rewritten_query(&asked_rows, |key, value| match key {
+            let query = rewritten_query(&query.asked, |key, value| match key {
                 "resourceVersion" => Some(asked.of(index).to_string()),
                 // The most recent state: no version, and so no match.
                 "resourceVersionMatch" if asked.of(index).is_empty() => None,
@@ -83,7 +73,7 @@ impl Router {
         let mut merged = merge::lists(lists, &versions, &|index, metadata| {
             ownership.shows(index, metadata)
         })?;
-        if no_row_objects {
+        if query.no_row_objects {
             merge::without_row_objects(&mut merged);
         }
         answer(&merged, output)
@@ -96,24 +86,19 @@ impl Router {
     pub(super) async fn merged_page(
         &self,
         parts: &http::request::Parts,
-        limit: Option<usize>,
-        token: &str,
+        query: &ListQuery,
     ) -> Result<Response<BoxBody>, ApiError> {
         use super::pages::{Continue, Read, first, next_cursors, read, start_of};
         let providers = self.routes.len();
-        let raw = parts.uri.query().unwrap_or_default();
         let (headers, output) = negotiated_list(&parts.headers)?;
-        let limit = limit.unwrap_or(usize::MAX);
+        let limit = query.limit.unwrap_or(usize::MAX);
         let (mut cursors, start) = start_of(
-            token,
-            (
-                &query_value(raw, "resourceVersion"),
-                &query_value(raw, "resourceVersionMatch"),
-            ),
+            &query.continue_token,
+            (&query.resource_version, &query.matching),
             providers,
         )?;
         let answers = match self
-            .page_answers(parts, &headers, &mut cursors, &start, limit)
+            .page_answers(parts, &query.asked, &headers, &mut cursors, (&start, limit))
             .await
         {
             Ok(answers) => answers,
@@ -135,7 +120,7 @@ impl Router {
             tagged,
             limit,
             &more,
-            |entry| merge::order_of(entry, field),
+            |entry| merge::key_of(entry, field),
             |index, entry| {
                 merge::is_owned(entry, field, index, &|i, metadata| {
                     ownership.shows(i, metadata)
@@ -143,10 +128,7 @@ impl Router {
             },
         );
         // kube-apiserver counts what remains of a list that selects nothing.
-        let selects = ["labelSelector", "fieldSelector"]
-            .iter()
-            .any(|key| !query_value(raw, key).is_empty());
-        let remaining = super::pages::remaining(&batches, &taken).filter(|_| !selects);
+        let remaining = super::pages::remaining(&batches, &taken).filter(|_| !query.selects);
         let cursors = next_cursors(&cursors, &batches, &taken);
         let next = (!cursors.iter().all(|c| c.done)).then(|| {
             Continue {
@@ -159,26 +141,25 @@ impl Router {
             || serde_json::json!({"kind": "List", "apiVersion": "v1", "items": []}),
         );
         let mut merged = merge::page(envelope, field, page, &versions, (next, remaining));
-        if with_row_objects(raw).1 {
+        if query.no_row_objects {
             merge::without_row_objects(&mut merged);
         }
         answer(&merged, output)
     }
 
     /// Each provider's answer to a page of `limit` from its cursor (`None`:
-    /// its cursor is done), a cursor far into its entries first moved to a
-    /// token past them.
+    /// its cursor is done), asked with the query `raw`
+    /// ([`ListQuery::asked`]); a cursor far into its entries first moved to
+    /// a token past them.
     async fn page_answers(
         &self,
         parts: &http::request::Parts,
+        raw: &str,
         headers: &http::HeaderMap,
         cursors: &mut [super::pages::Cursor],
-        start: &super::pages::Start,
-        limit: usize,
+        (start, limit): (&super::pages::Start, usize),
     ) -> Result<Vec<Option<Value>>, Stop> {
         use super::pages::{past, query_for};
-        let (raw, _) = with_row_objects(parts.uri.query().unwrap_or_default());
-        let raw = raw.as_str();
         let ask = |index: usize, query: String| {
             let request = self.request(parts, Some(&query), headers, Bytes::new());
             async move {

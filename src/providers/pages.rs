@@ -315,7 +315,8 @@ pub fn first<T, K: Ord + Clone>(
             });
         }
     }
-    tagged.sort_by_key(|(_, entry)| key(entry));
+    // A key may be made for each entry (an allocation): once each.
+    tagged.sort_by_cached_key(|(_, entry)| key(entry));
     let mut taken = vec![0; more.len()];
     let mut page = Vec::new();
     for (index, entry) in tagged {

@@ -120,18 +120,51 @@ pub(super) fn rewritten_query(raw: &str, rewrite: impl Fn(&str, &str) -> Option<
     out.finish()
 }
 
-/// The query a merged Table is asked of each provider with: rows with at
-/// least their object's metadata (`includeObject=None` asked as
-/// `Metadata`), so that the router places and filters each row by its
-/// object as it does an item; and whether the caller asked for none, so
-/// that the router drops them again.
-pub(super) fn with_row_objects(raw: &str) -> (String, bool) {
-    let none = query_value(raw, "includeObject") == "None";
-    let query = rewritten_query(raw, |key, value| match (key, value) {
-        ("includeObject", "None") => Some("Metadata".to_string()),
-        _ => Some(value.to_string()),
-    });
-    (query, none)
+/// What a read across namespaces asks, read from its query once.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct ListQuery {
+    /// A limit above zero.
+    pub limit: Option<usize>,
+    pub continue_token: String,
+    pub resource_version: String,
+    /// `resourceVersionMatch`.
+    pub matching: String,
+    /// Whether it selects by label or field (kube-apiserver then counts no
+    /// entries that remain after a page).
+    pub selects: bool,
+    /// Whether a Table's rows were asked without their objects
+    /// (`includeObject=None`), which the router drops again.
+    pub no_row_objects: bool,
+    /// The query each provider is asked with: rows with at least their
+    /// object's metadata (`includeObject=None` asked as `Metadata`), so
+    /// that the router places and filters each row by its object as it
+    /// does an item.
+    pub asked: String,
+}
+
+impl ListQuery {
+    pub(super) fn of(raw: &str) -> Self {
+        let mut query = ListQuery::default();
+        let mut asked = form_urlencoded::Serializer::new(String::new());
+        for (key, value) in form_urlencoded::parse(raw.as_bytes()) {
+            match &*key {
+                "limit" => query.limit = value.parse().ok().filter(|l| *l > 0),
+                "continue" => query.continue_token = value.to_string(),
+                "resourceVersion" => query.resource_version = value.to_string(),
+                "resourceVersionMatch" => query.matching = value.to_string(),
+                "labelSelector" | "fieldSelector" if !value.is_empty() => query.selects = true,
+                "includeObject" if value == "None" => query.no_row_objects = true,
+                _ => {}
+            }
+            let value = match (&*key, &*value) {
+                ("includeObject", "None") => "Metadata",
+                (_, value) => value,
+            };
+            asked.append_pair(&key, value);
+        }
+        query.asked = asked.finish();
+        query
+    }
 }
 
 /// A JSON request body for provider `index`: a merged resourceVersion in
@@ -179,16 +212,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_merged_tables_rows_are_asked_with_their_objects_metadata() {
-        assert_eq!(
-            with_row_objects("includeObject=None&limit=2"),
-            ("includeObject=Metadata&limit=2".to_string(), true)
+    fn a_list_query_is_read_once_and_rows_are_asked_with_their_objects_metadata() {
+        let query = ListQuery::of(
+            "includeObject=None&limit=2&continue=t&resourceVersion=5&resourceVersionMatch=Exact&labelSelector=a%3Db",
         );
         assert_eq!(
-            with_row_objects("includeObject=Object"),
-            ("includeObject=Object".to_string(), false)
+            query,
+            ListQuery {
+                limit: Some(2),
+                continue_token: "t".into(),
+                resource_version: "5".into(),
+                matching: "Exact".into(),
+                selects: true,
+                no_row_objects: true,
+                asked: "includeObject=Metadata&limit=2&continue=t&resourceVersion=5&resourceVersionMatch=Exact&labelSelector=a%3Db".into(),
+            }
         );
-        assert_eq!(with_row_objects(""), (String::new(), false));
+        let plain = ListQuery::of("includeObject=Object&limit=0&fieldSelector=");
+        assert_eq!(plain.asked, "includeObject=Object&limit=0&fieldSelector=");
+        assert_eq!(
+            (plain.limit, plain.selects, plain.no_row_objects),
+            (None, false, false)
+        );
+        assert_eq!(ListQuery::of(""), ListQuery::default());
     }
 
     #[test]

@@ -35,6 +35,7 @@ pub mod providers;
 pub mod proxy;
 pub mod quota;
 pub mod request_body;
+pub mod resolved;
 pub mod route;
 pub mod router;
 pub mod schema_compat;

@@ -2,10 +2,37 @@
 //! header keys, query keys and values), strict as Go's `url.PathUnescape`
 //! and `url.QueryUnescape`, which kube-apiserver uses: a `%` not followed
 //! by two hex digits decodes to nothing, and so does a path or header key
-//! whose bytes are not UTF-8. The one decoder bindery has, on the
-//! `percent-encoding` crate.
+//! whose bytes are not UTF-8. The one decoder bindery has, and the one
+//! encoder of path segments, on the `percent-encoding` crate.
 
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use std::borrow::Cow;
+
+/// What a path segment escapes: all but RFC 3986's unreserved characters
+/// and the sub-delimiters, `:` and `@` a segment may hold as they are.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~')
+    .remove(b':')
+    .remove(b'@')
+    .remove(b'!')
+    .remove(b'$')
+    .remove(b'&')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')')
+    .remove(b'*')
+    .remove(b'+')
+    .remove(b',')
+    .remove(b';')
+    .remove(b'=');
+
+/// One path segment, percent-encoded. Pure.
+pub fn encode_segment(segment: &str) -> String {
+    utf8_percent_encode(segment, SEGMENT).to_string()
+}
 
 /// `text` with its `%XX` escapes decoded; `None` for a bad escape or a
 /// result that is not UTF-8. Pure.
@@ -52,6 +79,25 @@ fn well_formed(text: &str) -> bool {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_segment_escapes_what_a_segment_cannot_hold() {
+        assert_eq!(encode_segment("a/b c%"), "a%2Fb%20c%25");
+        assert_eq!(
+            encode_segment("x.y-z_~:@!$&'()*+,;="),
+            "x.y-z_~:@!$&'()*+,;="
+        );
+        assert_eq!(encode_segment("é?#"), "%C3%A9%3F%23");
+    }
+
+    proptest! {
+        #[test]
+        fn an_encoded_segment_decodes_to_itself(segment in any::<String>()) {
+            let encoded = encode_segment(&segment);
+            prop_assert!(!encoded.contains(['/', '?', '#', ' ']));
+            prop_assert_eq!(decode(&encoded), Some(segment));
+        }
+    }
 
     #[test]
     fn escapes_decode_and_bad_ones_decode_to_nothing() {

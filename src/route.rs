@@ -114,26 +114,58 @@ pub struct ResourceRequest {
     pub watch_prefix: bool,
 }
 
+impl ResourceRequest {
+    /// The request's path, each segment percent-encoded: `/apis/<g>/<v>`
+    /// (`/api/<v>` for the core group), `/watch` if it came with that
+    /// prefix, `/namespaces/<ns>`, the resource, its name and subresource.
+    pub fn path(&self) -> String {
+        use crate::percent::encode_segment as encoded;
+        let mut path = match self.group.as_str() {
+            "" => format!("/api/{}", encoded(&self.version)),
+            group => format!("/apis/{}/{}", encoded(group), encoded(&self.version)),
+        };
+        if self.watch_prefix {
+            path.push_str("/watch");
+        }
+        if let Some(namespace) = &self.namespace {
+            path.push_str("/namespaces/");
+            path.push_str(&encoded(namespace));
+        }
+        for segment in [
+            Some(&self.resource),
+            self.name.as_ref(),
+            self.subresource.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            path.push('/');
+            path.push_str(&encoded(segment));
+        }
+        path
+    }
+
+    /// The collection across namespaces the request's resource is
+    /// (`/apis/<g>/<v>/<resource>`), as the watch cache keeps one per
+    /// resource.
+    pub fn collection(&self) -> String {
+        let collection = ResourceRequest {
+            group: self.group.clone(),
+            version: self.version.clone(),
+            namespace: None,
+            resource: self.resource.clone(),
+            name: None,
+            subresource: None,
+            watch_prefix: false,
+        };
+        collection.path()
+    }
+}
+
 pub use crate::wire::verb::Verb;
 
 /// How a request's verb is worked out from its method, path and query.
 impl Verb {
-    /// The verb for `method` on `request` with the raw query string `query`,
-    /// whose `watch` counts as kube-apiserver counts it (every value but
-    /// `0` and `false` is a watch).
-    pub fn of_query(
-        method: &http::Method,
-        request: &ResourceRequest,
-        query: Option<&str>,
-    ) -> Option<Verb> {
-        let query = crate::wire::query::Query::parse(query);
-        Self::of(
-            method,
-            request,
-            crate::wire::query::ListOptions::is_watch(&query),
-        )
-    }
-
     /// The verb for `method` on `request`; `watch` says whether the query
     /// asks for a watch. `None` for a method the API does not serve.
     pub fn of(method: &http::Method, request: &ResourceRequest, watch: bool) -> Option<Verb> {
@@ -168,17 +200,16 @@ impl Verb {
     }
 }
 
-/// The endpoint `request` arrived on: parsed once, by the outermost layer
-/// that needs it, and kept in the request's extensions for the others.
-pub fn endpoint_of<B>(request: &mut http::Request<B>) -> &Endpoint {
-    if request.extensions().get::<Endpoint>().is_none() {
-        let endpoint = parse(request.uri().path());
-        request.extensions_mut().insert(endpoint);
+impl Endpoint {
+    /// The API path under a consumer, aggregated or workspace endpoint.
+    pub fn api_path(&self) -> Option<&ApiPath> {
+        match self {
+            Endpoint::Consumer { path, .. }
+            | Endpoint::Aggregated { path }
+            | Endpoint::Workspace { path, .. } => Some(path),
+            _ => None,
+        }
     }
-    request
-        .extensions()
-        .get::<Endpoint>()
-        .expect("the endpoint was just kept")
 }
 
 /// Parses a request path (without the query).
@@ -355,23 +386,6 @@ fn parse_resource(group: &str, version: &str, mut rest: &[&str]) -> Option<Resou
 
 #[cfg(test)]
 mod tests {
-
-    #[test]
-    fn a_requests_endpoint_is_parsed_once_and_kept() {
-        let mut request = http::Request::get("/clusters/c1/version").body(()).unwrap();
-        assert!(matches!(
-            endpoint_of(&mut request),
-            Endpoint::Consumer { .. }
-        ));
-        assert!(request.extensions().get::<Endpoint>().is_some(), "kept");
-        let mut kept = http::Request::get("/clusters/c1/version").body(()).unwrap();
-        kept.extensions_mut().insert(Endpoint::Health);
-        assert_eq!(
-            endpoint_of(&mut kept),
-            &Endpoint::Health,
-            "not parsed again"
-        );
-    }
     use super::*;
 
     fn consumer_path(path: &str) -> ApiPath {
@@ -453,6 +467,35 @@ mod tests {
     }
 
     #[test]
+    fn a_resource_requests_path_is_made_back_from_its_parts() {
+        for path in [
+            "/clusters/c1/apis/g.io/v1/namespaces/ns/widgets/w/status",
+            "/clusters/c1/apis/g.io/v1/watch/namespaces/ns/widgets",
+            "/clusters/c1/apis/g.io/v1/widgets/a%20b%23c",
+        ] {
+            let made = resource(path).path();
+            assert_eq!(
+                Some(made.as_str()),
+                path.strip_prefix("/clusters/c1"),
+                "{path}"
+            );
+        }
+        let secrets = ResourceRequest {
+            group: String::new(),
+            version: "v1".into(),
+            namespace: Some("team".into()),
+            resource: "secrets".into(),
+            name: Some("s".into()),
+            subresource: None,
+            watch_prefix: false,
+        };
+        assert_eq!(secrets.path(), "/api/v1/namespaces/team/secrets/s");
+        assert_eq!(secrets.collection(), "/api/v1/secrets");
+        let status = resource("/clusters/c1/apis/g.io/v1/watch/namespaces/ns/widgets/w/status");
+        assert_eq!(status.collection(), "/apis/g.io/v1/widgets");
+    }
+
+    #[test]
     fn verbs() {
         let named = resource("/clusters/c1/apis/g.io/v1/namespaces/ns/widgets/w");
         let collection = resource("/clusters/c1/apis/g.io/v1/namespaces/ns/widgets");
@@ -460,29 +503,6 @@ mod tests {
         assert_eq!(Verb::of(&get, &named, false), Some(Verb::Get));
         assert_eq!(Verb::of(&get, &collection, false), Some(Verb::List));
         assert_eq!(Verb::of(&get, &collection, true), Some(Verb::Watch));
-        assert_eq!(
-            Verb::of_query(&get, &collection, Some("limit=5&watch=1")),
-            Some(Verb::Watch)
-        );
-        assert_eq!(
-            Verb::of_query(&get, &collection, Some("limit=5")),
-            Some(Verb::List)
-        );
-        // kube-apiserver's rule: every value but 0 and false is a watch.
-        for watch in ["watch=yes", "watch=2", "watch=TRUE", "watch=", "watch"] {
-            assert_eq!(
-                Verb::of_query(&get, &collection, Some(watch)),
-                Some(Verb::Watch),
-                "{watch}"
-            );
-        }
-        for list in ["watch=false", "watch=0", "watch=False"] {
-            assert_eq!(
-                Verb::of_query(&get, &collection, Some(list)),
-                Some(Verb::List),
-                "{list}"
-            );
-        }
         assert_eq!(Verb::of(&get, &named, true), Some(Verb::Get));
         assert_eq!(
             Verb::of(&http::Method::DELETE, &collection, false),

@@ -7,9 +7,11 @@ use crate::app::App;
 use crate::auth::{ProviderUser, SharedFrontProxy, User};
 use crate::bind::routes::BindRoute;
 use crate::proxy::{error, full};
-use crate::route::{ApiPath, Endpoint, ResourceRequest, parse};
+use crate::resolved::Resolved;
+use crate::route::{ApiPath, Endpoint, ResourceRequest};
 use crate::status::ApiError;
 use crate::upstream::BoxBody;
+use crate::wire::query::Query;
 use crate::workspace::target::Target;
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -54,26 +56,21 @@ where
     B::Error: std::error::Error + Send + Sync + 'static,
 {
     let (mut parts, body) = request.into_parts();
-    let endpoint = parts
+    let resolved = parts
         .extensions
-        .remove::<Endpoint>()
-        .unwrap_or_else(|| parse(parts.uri.path()));
-    match endpoint {
-        Endpoint::Health => health(&app, parts.uri.path(), parts.uri.query()).await,
+        .remove::<Resolved>()
+        .unwrap_or_else(|| Resolved::of(&parts.method, &parts.uri));
+    match &resolved.endpoint {
+        Endpoint::Health => health(&app, parts.uri.path(), &resolved.query).await,
         Endpoint::Metrics => metrics(&parts.headers),
         Endpoint::Unknown => error(&ApiError::page_not_found()),
-        Endpoint::Bind(segments) => serve_bind(&app, parts, &segments, body).await,
-        Endpoint::Workspace {
-            consumer,
-            path,
-            root,
-            ..
-        } => {
-            let at = crate::workspace::At::of(consumer, root);
-            serve_workspace(&app, parts, at, path, body).await
+        Endpoint::Bind(segments) => serve_bind(&app, parts, segments, body).await,
+        Endpoint::Workspace { consumer, root, .. } => {
+            let at = crate::workspace::At::of(consumer.clone(), *root);
+            serve_workspace(&app, parts, at, &resolved, body).await
         }
         Endpoint::Consumer { path, .. } | Endpoint::Aggregated { path } => {
-            serve_consumer(&app, parts, path, body).await
+            serve_consumer(&app, parts, path, &resolved, body).await
         }
     }
 }
@@ -107,7 +104,7 @@ async fn serve_workspace<B>(
     app: &App,
     mut parts: http::request::Parts,
     at: crate::workspace::At,
-    path: ApiPath,
+    resolved: &Resolved,
     body: B,
 ) -> Response<BoxBody>
 where
@@ -117,14 +114,14 @@ where
     let Some(target) = parts.extensions.remove::<Target>() else {
         return error(&ApiError::unauthorized());
     };
-    let serves = match &path {
-        ApiPath::Resource(request) => workspace_serves(app, &target, request),
+    let serves = match resolved.endpoint.api_path() {
+        Some(ApiPath::Resource(request)) => workspace_serves(app, &target, request),
         _ => false,
     };
     let read =
         crate::request_body::read_for_resource(body, app.body_timeout, &mut parts.extensions).await;
     let response = match read {
-        Ok(body) => crate::workspace::serve(app, &target, at, path, parts, body).await,
+        Ok(body) => crate::workspace::serve(app, &target, at, resolved, parts, body).await,
         Err(refused) => error(&refused),
     };
     // A resource (and version) the export serves, and an answer that is
@@ -142,7 +139,8 @@ where
 async fn serve_consumer<B>(
     app: &App,
     mut parts: http::request::Parts,
-    path: ApiPath,
+    path: &ApiPath,
+    resolved: &Resolved,
     body: B,
 ) -> Response<BoxBody>
 where
@@ -159,7 +157,7 @@ where
         Err(refused) => return error(&refused),
     };
     // A resource request needs only its resource's binding.
-    let view = app.catalog.read(|catalog| match &path {
+    let view = app.catalog.read(|catalog| match path {
         ApiPath::Resource(request) => {
             catalog.resource_view(&user.consumer, &request.group, &request.resource)
         }
@@ -168,17 +166,17 @@ where
             None => catalog.view(&user.consumer),
         },
     });
-    if let Some(response) = crate::documents::serve(&view, &path, &parts.headers) {
+    if let Some(response) = crate::documents::serve(&view, path, &parts.headers) {
         return response;
     }
     match path {
         ApiPath::Version => json(&app.version),
-        ApiPath::Health => health(app, "/healthz", None).await,
+        ApiPath::Health => health(app, "/healthz", &Query::default()).await,
         ApiPath::Resource(request) => {
             let served = view
                 .find(&request.group, &request.resource)
                 .is_some_and(|resource| resource.serves(&request.version));
-            let response = app.proxy.serve(&view, request, parts, body).await;
+            let response = app.proxy.serve(&view, resolved, parts, body).await;
             if served {
                 mark_served(response)
             } else {
@@ -219,9 +217,8 @@ fn consumer_namespace(view: &crate::catalog::ConsumerView, name: &str) -> Respon
 
 /// The answer of `/livez`, `/readyz` or `/healthz` (or one of their checks)
 /// at `path`, as kube-apiserver's health handlers write it.
-async fn health(app: &App, path: &str, query: Option<&str>) -> Response<BoxBody> {
-    let query = crate::wire::query::Query::parse(query);
-    match app.health.answer(path, &query).await {
+async fn health(app: &App, path: &str, query: &Query) -> Response<BoxBody> {
+    match app.health.answer(path, query).await {
         Some((status, text)) => {
             let mut response = full(status, "text/plain; charset=utf-8", text);
             response.headers_mut().insert(

@@ -1,7 +1,9 @@
 //! The one door to the provider's API: every read and write bindery makes on
-//! behalf of a consumer goes through [`Upstream`], so that a shared watch
-//! cache can later answer lists and watches behind the same interface.
+//! behalf of a consumer goes through [`Upstream`], and a shared watch cache
+//! answers the lists and watches it is asked for behind the same interface,
+//! keyed by the typed provider request ([`CacheRead`]).
 
+use crate::route::ResourceRequest;
 use crate::table::RowParts;
 use crate::table::jsonpath::Unsupported;
 use bytes::Bytes;
@@ -14,27 +16,40 @@ use std::pin::Pin;
 pub type BoxBody = UnsyncBoxBody<Bytes, BoxError>;
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// Sends a request to the provider and returns its response, streaming.
+/// Sends a request to the provider and returns its response, streaming; a
+/// watch cache in front of it answers the reads it is asked for by
+/// [`CacheRead`], and only those.
 pub trait Upstream: Send + Sync {
+    /// Sends `request` to the provider. A request made from a typed provider
+    /// request carries its target (a [`ResourceRequest`] in provider terms)
+    /// in its extensions, so nothing reads its path again.
     fn send(
         &self,
         request: http::Request<Bytes>,
     ) -> Pin<Box<dyn Future<Output = Result<http::Response<BoxBody>, BoxError>> + Send + '_>>;
 
+    /// A LIST or WATCH answered from what this upstream holds, in provider
+    /// terms; `None`: send it.
+    fn cached<'a>(
+        &'a self,
+        _read: &'a CacheRead<'a>,
+    ) -> Pin<Box<dyn Future<Output = Option<http::Response<BoxBody>>> + Send + 'a>> {
+        Box::pin(async { None })
+    }
+
     /// A LIST body already in the consumer's terms, when this upstream can
-    /// answer `request` with objects it translated with `translation()`
+    /// answer `read` with objects it translated with `translation()`
     /// (called only then; each object is translated once per change);
-    /// `None` sends the request as usual. The caller then marks the request
-    /// [`CacheAsked`], so that `send` does not ask again.
+    /// `None`: send it.
     fn list_translated<'a>(
         &'a self,
-        _request: &'a http::Request<Bytes>,
+        _read: &'a CacheRead<'a>,
         _translation: &'a (dyn Fn() -> Translation + Send + Sync),
     ) -> Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send + 'a>> {
         Box::pin(async { None })
     }
 
-    /// A Table's rows already made, when this upstream can answer `request`
+    /// A Table's rows already made, when this upstream can answer `read`
     /// (a list, as [`Upstream::list_translated`] would) from objects it
     /// translated with `translation()`: each row made by `rows` from an
     /// object's consumer form, once per change of the object and per
@@ -42,7 +57,7 @@ pub trait Upstream: Send + Sync {
     /// (the caller renders them from a list, or asks the provider).
     fn rows_translated<'a>(
         &'a self,
-        _request: &'a http::Request<Bytes>,
+        _read: &'a CacheRead<'a>,
         _translation: &'a (dyn Fn() -> Translation + Send + Sync),
         _rows: &'a RowMaker<'a>,
     ) -> Pin<Box<dyn Future<Output = Option<Rows>> + Send + 'a>> {
@@ -50,25 +65,24 @@ pub trait Upstream: Send + Sync {
     }
 
     /// A WATCH stream (newline-delimited JSON events) already in the
-    /// consumer's terms, when this upstream can answer `request` from a
-    /// shared stream whose objects it translates with `translation()`, once
-    /// per change; `None` sends the request as usual (then marked
-    /// [`CacheAsked`]).
+    /// consumer's terms, when this upstream can answer `read` from a shared
+    /// stream whose objects it translates with `translation()`, once per
+    /// change; `None`: send it.
     fn watch_translated<'a>(
         &'a self,
-        _request: &'a http::Request<Bytes>,
+        _read: &'a CacheRead<'a>,
         _translation: &'a (dyn Fn() -> Translation + Send + Sync),
     ) -> Pin<Box<dyn Future<Output = Option<BoxBody>> + Send + 'a>> {
         Box::pin(async { None })
     }
 
     /// The consumer's form of `body`, the provider's answer to a JSON GET
-    /// of the object at provider path `path`, when this upstream already
-    /// made it with `translation()` from the very same version of the
-    /// object (as lists and watches use it); `None`: translate `body`.
+    /// of the object `target` (in provider terms), when this upstream
+    /// already made it with `translation()` from the very same version of
+    /// the object (as lists and watches use it); `None`: translate `body`.
     fn object_translated(
         &self,
-        _path: &str,
+        _target: &ResourceRequest,
         _body: &[u8],
         _translation: &(dyn Fn() -> Translation + Send + Sync),
     ) -> Option<Bytes> {
@@ -89,6 +103,22 @@ pub trait Upstream: Send + Sync {
     }
 }
 
+/// A read a watch cache may answer: what the translation built (the
+/// resource in provider terms, the query it encoded), and the request as it
+/// would be sent (its credentials, for what the cache asks the provider on
+/// its behalf).
+pub struct CacheRead<'a> {
+    pub target: &'a ResourceRequest,
+    pub query: &'a [(String, String)],
+    pub sent: &'a http::Request<Bytes>,
+    /// On a list across namespaces: the label selector bindery added to
+    /// narrow it to one consumer's objects. The caller did not ask for it,
+    /// so it bounds the list (what "more objects follow" and
+    /// `remainingItemCount` count) rather than selecting in it, as in the
+    /// consumer's own cluster.
+    pub identity_scope: Option<&'a str>,
+}
+
 /// How a Table's rows are made from objects' consumer forms: rows made
 /// under equal `key`s are equal for equal objects, so they may be reused.
 pub struct RowMaker<'a> {
@@ -102,20 +132,6 @@ pub struct Rows {
     pub metadata: serde_json::Map<String, serde_json::Value>,
     pub rows: Vec<std::sync::Arc<RowParts>>,
 }
-
-/// A request extension: [`Upstream::list_translated`] or
-/// [`Upstream::watch_translated`] already declined this request, so `send`
-/// goes straight to the provider.
-#[derive(Clone, Copy, Debug)]
-pub struct CacheAsked;
-
-/// A request extension on a list across namespaces: its label selector
-/// ends with this one, which bindery added to narrow the list to one
-/// consumer's objects. The caller did not ask for it, so it bounds the list
-/// (what "more objects follow" and `remainingItemCount` count) rather than
-/// selecting in it, as in the consumer's own cluster.
-#[derive(Clone, Debug)]
-pub struct IdentityScope(pub String);
 
 /// How one consumer sees the objects of one resource: `item` turns a
 /// provider object's JSON into the consumer's (`None`: not the consumer's).

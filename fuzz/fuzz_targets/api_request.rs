@@ -1,5 +1,5 @@
 //! The whole read of a resource request, as bindery's router and proxy read
-//! it: the path (`route::parse`), the verb from method and query, and
+//! it: the request resolved (`resolved::Resolved`: path, query, verb), and
 //! `ApiRequest::parse` of query, headers and body, by the custom-resource
 //! and the built-in rules. Bad input is a client error, never a panic; the
 //! one 5xx is kube-apiserver's own for a DELETE whose DeleteOptions body it
@@ -11,7 +11,9 @@
 use arbitrary::Arbitrary;
 use bindery::forward::request::{ApiRequest, Incoming};
 use bindery::route::{ApiPath, Endpoint, ResourceRequest, Verb};
+use bindery::resolved::Resolved;
 use bindery::wire::body::Rules;
+use bindery::wire::query::{ListOptions, Query};
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Arbitrary, Debug)]
@@ -75,13 +77,23 @@ fuzz_target!(|input: Input<'_>| {
             headers.append(name, value);
         }
     }
+    // The resolution the outermost layer makes, where the path and query
+    // make a URI at all (hyper refuses the others before any layer).
+    let uri = match input.query {
+        Some(query) => format!("{}?{query}", input.path),
+        None => input.path.to_string(),
+    };
+    if let Ok(uri) = uri.parse::<http::Uri>() {
+        let _ = Resolved::of(&method, &uri);
+    }
     let resource = resource_of(input.path);
-    let _ = Verb::of_query(&method, &resource, input.query);
+    let query = Query::parse(input.query);
     let field_labels = ["spec.color".to_string()];
     let incoming = Incoming {
         method: &method,
         resource: &resource,
-        query: input.query,
+        query: &query,
+        verb: Verb::of(&method, &resource, ListOptions::is_watch(&query)),
         headers: &headers,
         body: if input.body_too_large {
             &[]

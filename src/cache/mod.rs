@@ -22,9 +22,8 @@ pub mod store;
 pub mod subscribers;
 pub mod watcher;
 
-use crate::upstream::{
-    BoxBody, BoxError, CacheAsked, IdentityScope, RowMaker, Rows, Translation, Upstream,
-};
+use crate::route::ResourceRequest;
+use crate::upstream::{BoxBody, BoxError, CacheRead, RowMaker, Rows, Translation, Upstream};
 use bytes::Bytes;
 use changes::Window;
 use dashmap::DashMap;
@@ -123,10 +122,10 @@ impl CachedUpstream {
     /// translated; `None` when the cache cannot answer it (yet).
     async fn list(
         &self,
-        request: &http::Request<Bytes>,
+        read: &CacheRead<'_>,
         translation: Option<&(dyn Fn() -> Translation + Send + Sync)>,
     ) -> Option<Vec<u8>> {
-        let (reflected, page) = self.page(request).await?;
+        let (reflected, page) = self.page(read).await?;
         let translation = translation.map(|make| make());
         reflected.read(|store, _| match &translation {
             Some(translation) => store.list_body(
@@ -138,17 +137,14 @@ impl CachedUpstream {
         })
     }
 
-    /// The page of the store that answers the list `request`, with its
+    /// The page of the store that answers the list `read`, with its
     /// resource's reflection; `None` when the cache cannot answer it (yet).
-    async fn page(&self, request: &http::Request<Bytes>) -> Option<(Arc<Reflected>, Page)> {
-        if request.extensions().get::<CacheAsked>().is_some() {
-            return None;
-        }
-        let (collection, namespace, list) = cacheable(request)?;
+    async fn page(&self, read: &CacheRead<'_>) -> Option<(Arc<Reflected>, Page)> {
+        let (collection, namespace, list) = cacheable(read)?;
         let reflected = self.reflected(&collection);
         let page = match list.at {
             ListAt::Consistent => {
-                let mut page = self.listed_page(request, &reflected).await?;
+                let mut page = self.listed_page(read.sent, &reflected).await?;
                 if page.remaining.is_none() && page.continue_token.is_some() {
                     // The provider does not count a list bindery narrowed
                     // to one consumer by label; kube-apiserver counts the
@@ -226,13 +222,10 @@ impl CachedUpstream {
     /// every change after (the provider then answers, 410 included).
     async fn watch(
         &self,
-        request: &http::Request<Bytes>,
+        read: &CacheRead<'_>,
         translation: Option<&(dyn Fn() -> Translation + Send + Sync)>,
     ) -> Option<BoxBody> {
-        if request.extensions().get::<CacheAsked>().is_some() {
-            return None;
-        }
-        let (collection, namespace, watch) = cacheable_watch(request)?;
+        let (collection, namespace, watch) = cacheable_watch(read)?;
         let reflected = self.reflected(&collection);
         let wanted = match watch.start {
             WatchStart::State => watch.not_older_than.max(self.written(&collection)),
@@ -276,12 +269,13 @@ impl CachedUpstream {
         ))
     }
 
-    async fn answer(&self, request: &http::Request<Bytes>) -> Option<http::Response<BoxBody>> {
-        let body = match self.list(request, None).await {
+    /// The answer to `read` in provider terms, a list or a watch.
+    async fn answer(&self, read: &CacheRead<'_>) -> Option<http::Response<BoxBody>> {
+        let body = match self.list(read, None).await {
             Some(list) => Full::new(Bytes::from(list))
                 .map_err(|never| match never {})
                 .boxed_unsync(),
-            None => self.watch(request, None).await?,
+            None => self.watch(read, None).await?,
         };
         let mut response = http::Response::new(body);
         response.headers_mut().insert(
@@ -331,12 +325,10 @@ impl Upstream for CachedUpstream {
         request: http::Request<Bytes>,
     ) -> Pin<Box<dyn Future<Output = Result<http::Response<BoxBody>, BoxError>> + Send + '_>> {
         Box::pin(async move {
-            if let Some(response) = self.answer(&request).await {
-                return Ok(response);
-            }
             let written = (request.method() != http::Method::GET)
-                .then(|| collection_of(request.uri().path()))
+                .then(|| request.extensions().get::<ResourceRequest>())
                 .flatten()
+                .map(ResourceRequest::collection)
                 .filter(|collection| self.resources.contains_key(collection));
             let response = self.inner.send(request).await?;
             match written {
@@ -348,22 +340,29 @@ impl Upstream for CachedUpstream {
         })
     }
 
+    fn cached<'a>(
+        &'a self,
+        read: &'a CacheRead<'a>,
+    ) -> Pin<Box<dyn Future<Output = Option<http::Response<BoxBody>>> + Send + 'a>> {
+        Box::pin(self.answer(read))
+    }
+
     fn list_translated<'a>(
         &'a self,
-        request: &'a http::Request<Bytes>,
+        read: &'a CacheRead<'a>,
         translation: &'a (dyn Fn() -> Translation + Send + Sync),
     ) -> Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send + 'a>> {
-        Box::pin(self.list(request, Some(translation)))
+        Box::pin(self.list(read, Some(translation)))
     }
 
     fn rows_translated<'a>(
         &'a self,
-        request: &'a http::Request<Bytes>,
+        read: &'a CacheRead<'a>,
         translation: &'a (dyn Fn() -> Translation + Send + Sync),
         rows: &'a RowMaker<'a>,
     ) -> Pin<Box<dyn Future<Output = Option<Rows>> + Send + 'a>> {
         Box::pin(async move {
-            let (reflected, page) = self.page(request).await?;
+            let (reflected, page) = self.page(read).await?;
             let translation = translation();
             let key = store::row_key(&translation, rows);
             reflected
@@ -380,24 +379,27 @@ impl Upstream for CachedUpstream {
 
     fn watch_translated<'a>(
         &'a self,
-        request: &'a http::Request<Bytes>,
+        read: &'a CacheRead<'a>,
         translation: &'a (dyn Fn() -> Translation + Send + Sync),
     ) -> Pin<Box<dyn Future<Output = Option<BoxBody>> + Send + 'a>> {
-        Box::pin(self.watch(request, Some(translation)))
+        Box::pin(self.watch(read, Some(translation)))
     }
 
     fn object_translated(
         &self,
-        path: &str,
+        target: &ResourceRequest,
         body: &[u8],
         translation: &(dyn Fn() -> Translation + Send + Sync),
     ) -> Option<Bytes> {
-        let asked = parse_resource_path(path).filter(|p| !p.subresource)?;
-        let (name, namespace) = (asked.name?, asked.namespace.unwrap_or_default());
+        let name = target.name.as_deref()?;
+        if target.subresource.is_some() || !reflectable(target) {
+            return None;
+        }
+        let namespace = target.namespace.as_deref().unwrap_or_default();
         // The resource's one shared list+watch, started by the first GET
         // if no list or watch has started it.
-        let reflected = self.reflected(&asked.collection);
-        got::translated(&reflected, &namespace, &name, body, translation)
+        let reflected = self.reflected(&target.collection());
+        got::translated(&reflected, namespace, name, body, translation)
     }
 
     fn owned_by(&self, group: &str, resource: &str, consumer: &str, export: &str) -> Option<u64> {
@@ -443,33 +445,28 @@ fn stored_page(
     }
 }
 
-/// A decoded query string.
-type Query = Vec<(String, String)>;
-
 /// A LIST the cache may answer: the collection across namespaces, the
 /// namespace asked for, and the filter.
-fn cacheable(request: &http::Request<Bytes>) -> Option<(String, Option<String>, CacheableList)> {
-    let (collection, namespace, query) = collection_read(request)?;
-    let scope = request.extensions().get::<IdentityScope>();
-    let list = CacheableList::of_scoped_query(&query, scope.map(|s| s.0.as_str()))?;
+fn cacheable(read: &CacheRead<'_>) -> Option<(String, Option<String>, CacheableList)> {
+    let (collection, namespace) = collection_read(read)?;
+    let list = CacheableList::of_scoped_query(read.query, read.identity_scope)?;
     Some((collection, namespace, list))
 }
 
 /// A WATCH the cache may answer, like [`cacheable`].
-fn cacheable_watch(
-    request: &http::Request<Bytes>,
-) -> Option<(String, Option<String>, CacheableWatch)> {
-    let (collection, namespace, query) = collection_read(request)?;
-    Some((collection, namespace, CacheableWatch::of_query(&query)?))
+fn cacheable_watch(read: &CacheRead<'_>) -> Option<(String, Option<String>, CacheableWatch)> {
+    let (collection, namespace) = collection_read(read)?;
+    Some((collection, namespace, CacheableWatch::of_query(read.query)?))
 }
 
-/// A JSON GET of a whole collection: the collection across namespaces, the
-/// namespace asked for, and the decoded query.
-fn collection_read(request: &http::Request<Bytes>) -> Option<(String, Option<String>, Query)> {
-    if request.method() != http::Method::GET {
+/// A JSON GET of a whole collection: the collection across namespaces, and
+/// the namespace asked for.
+fn collection_read(read: &CacheRead<'_>) -> Option<(String, Option<String>)> {
+    if read.sent.method() != http::Method::GET {
         return None;
     }
-    let accept = request
+    let accept = read
+        .sent
         .headers()
         .get(ACCEPT)
         .and_then(|v| v.to_str().ok())
@@ -477,130 +474,106 @@ fn collection_read(request: &http::Request<Bytes>) -> Option<(String, Option<Str
     if !matches!(accept, "application/json" | "*/*") {
         return None;
     }
-    let (collection, namespace, name) = parse_path(request.uri().path())?;
-    if name.is_some() {
+    let target = read.target;
+    if target.name.is_some() || target.subresource.is_some() || !reflectable(target) {
         return None;
     }
-    let query = form_urlencoded::parse(request.uri().query().unwrap_or("").as_bytes())
-        .into_owned()
-        .collect();
-    Some((collection, namespace, query))
+    Some((target.collection(), target.namespace.clone()))
 }
 
-/// The collection (across namespaces) a resource path is in.
-fn collection_of(path: &str) -> Option<String> {
-    parse_path(path).map(|(collection, _, _)| collection)
-}
-
-/// `(collection across namespaces, namespace, name)` of a provider resource
-/// path (`/apis/<g>/<v>[/namespaces/<ns>]/<resource>[/<name>[/<sub>]]`).
-fn parse_path(path: &str) -> Option<(String, Option<String>, Option<String>)> {
-    parse_resource_path(path).map(|p| (p.collection, p.namespace, p.name))
-}
-
-/// A provider resource path, taken apart.
-struct ResourcePath {
-    /// The collection across namespaces.
-    collection: String,
-    namespace: Option<String>,
-    name: Option<String>,
-    subresource: bool,
-}
-
-/// [`parse_path`], also telling whether a subresource was asked for.
-fn parse_resource_path(path: &str) -> Option<ResourcePath> {
-    if path.contains('%') {
-        return None;
-    }
-    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    let (prefix, rest) = match segments.as_slice() {
-        ["api", version, rest @ ..] => (format!("/api/{version}"), rest),
-        ["apis", group, version, rest @ ..] => (format!("/apis/{group}/{version}"), rest),
-        _ => return None,
-    };
-    let (namespace, rest) = match rest {
-        ["namespaces", namespace, rest @ ..] if !rest.is_empty() => {
-            (Some(namespace.to_string()), rest)
-        }
-        rest => (None, rest),
-    };
-    let (resource, name, subresource) = match rest {
-        [resource] => (*resource, None, false),
-        [resource, name] => (*resource, Some(name.to_string()), false),
-        [resource, name, _] => (*resource, Some(name.to_string()), true),
-        _ => return None,
-    };
-    if resource.is_empty() || resource == "namespaces" {
-        return None;
-    }
-    Some(ResourcePath {
-        collection: format!("{prefix}/{resource}"),
-        namespace,
-        name,
-        subresource,
-    })
+/// Whether the cache keeps the resource `target` is for: not the
+/// deprecated `/watch/` paths, and not Namespaces.
+fn reflectable(target: &ResourceRequest) -> bool {
+    !target.watch_prefix && !target.resource.is_empty() && target.resource != "namespaces"
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn get(uri: &str, accept: Option<&str>) -> http::Request<Bytes> {
-        let mut request = http::Request::builder().uri(uri);
-        if let Some(accept) = accept {
-            request = request.header(ACCEPT, accept);
+    fn resource(group: &str, namespace: Option<&str>, resource: &str) -> ResourceRequest {
+        ResourceRequest {
+            group: group.into(),
+            version: "v1".into(),
+            namespace: namespace.map(str::to_string),
+            resource: resource.into(),
+            name: None,
+            subresource: None,
+            watch_prefix: false,
         }
-        request.body(Bytes::new()).unwrap()
     }
+
+    fn widgets(namespace: Option<&str>) -> ResourceRequest {
+        resource("example.com", namespace, "widgets")
+    }
+
+    /// The collection and namespace of `target` asked with `query` and
+    /// `accept`, if the cache may answer it as a list.
+    fn cacheable_as(
+        target: &ResourceRequest,
+        query: &[(&str, &str)],
+        accept: Option<&str>,
+    ) -> Option<(String, Option<String>)> {
+        let mut sent = http::Request::builder().uri(target.path());
+        if let Some(accept) = accept {
+            sent = sent.header(ACCEPT, accept);
+        }
+        let sent = sent.body(Bytes::new()).unwrap();
+        let query: Vec<(String, String)> = query
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let read = CacheRead {
+            target,
+            query: &query,
+            sent: &sent,
+            identity_scope: None,
+        };
+        cacheable(&read).map(|(collection, namespace, _)| (collection, namespace))
+    }
+
+    const ANY: &[(&str, &str)] = &[("resourceVersion", "0")];
 
     #[test]
     fn collections_are_keyed_across_namespaces() {
-        let (collection, namespace, _) = cacheable(&get(
-            "/apis/example.com/v1/namespaces/kube-bind-x-default/widgets?resourceVersion=0",
-            None,
-        ))
-        .unwrap();
-        assert_eq!(collection, "/apis/example.com/v1/widgets");
-        assert_eq!(namespace.as_deref(), Some("kube-bind-x-default"));
-        let (collection, namespace, _) =
-            cacheable(&get("/api/v1/secrets?resourceVersion=0", Some("*/*"))).unwrap();
-        assert_eq!((collection.as_str(), namespace), ("/api/v1/secrets", None));
-        for written in [
-            "/apis/example.com/v1/namespaces/a/widgets",
-            "/apis/example.com/v1/namespaces/a/widgets/w",
-            "/apis/example.com/v1/namespaces/a/widgets/w/status",
-        ] {
-            assert_eq!(
-                collection_of(written).as_deref(),
-                Some("/apis/example.com/v1/widgets"),
-                "{written}"
-            );
-        }
+        assert_eq!(
+            cacheable_as(&widgets(Some("kube-bind-x-default")), ANY, None),
+            Some((
+                "/apis/example.com/v1/widgets".to_string(),
+                Some("kube-bind-x-default".to_string())
+            ))
+        );
+        assert_eq!(
+            cacheable_as(&resource("", None, "secrets"), ANY, Some("*/*")),
+            Some(("/api/v1/secrets".to_string(), None))
+        );
     }
 
     #[test]
-    fn objects_watches_and_tables_go_to_the_provider() {
-        for (uri, accept) in [
-            (
-                "/apis/example.com/v1/namespaces/a/widgets/w?resourceVersion=0",
-                None,
-            ),
-            (
-                "/apis/example.com/v1/widgets?watch=true&resourceVersion=0",
-                None,
-            ),
-            (
-                "/apis/example.com/v1/widgets?resourceVersion=0",
-                Some("application/json;as=Table;v=v1;g=meta.k8s.io"),
-            ),
-            (
-                "/apis/example.com/v1/namespaces/a%2Fb/widgets?resourceVersion=0",
-                None,
-            ),
-            ("/api/v1/namespaces?resourceVersion=0", None),
-            ("/version?resourceVersion=0", None),
-        ] {
-            assert!(cacheable(&get(uri, accept)).is_none(), "{uri}");
-        }
+    fn objects_watches_tables_namespaces_and_watch_paths_go_to_the_provider() {
+        let named = ResourceRequest {
+            name: Some("w".into()),
+            ..widgets(Some("a"))
+        };
+        let status = ResourceRequest {
+            subresource: Some("status".into()),
+            ..widgets(Some("a"))
+        };
+        let watch_path = ResourceRequest {
+            watch_prefix: true,
+            ..widgets(None)
+        };
+        let table = Some("application/json;as=Table;v=v1;g=meta.k8s.io");
+        let watch: &[(&str, &str)] = &[("watch", "true"), ("resourceVersion", "0")];
+        assert_eq!(cacheable_as(&named, ANY, None), None);
+        assert_eq!(cacheable_as(&status, ANY, None), None);
+        assert_eq!(cacheable_as(&watch_path, ANY, None), None);
+        assert_eq!(cacheable_as(&widgets(None), watch, None), None);
+        assert_eq!(cacheable_as(&widgets(None), ANY, table), None);
+        assert_eq!(
+            cacheable_as(&resource("", None, "namespaces"), ANY, None),
+            None
+        );
+        assert!(cacheable_as(&widgets(None), ANY, None).is_some());
     }
 }

@@ -226,7 +226,7 @@ impl CacheableList {
     }
 
     /// [`Self::of_query`] for a query whose label selector ends with
-    /// `scope` (see [`crate::upstream::IdentityScope`]): those requirements
+    /// `scope` (see [`crate::upstream::CacheRead::identity_scope`]): those requirements
     /// bound the list instead of selecting in it.
     pub fn of_scoped_query(query: &[(String, String)], scope: Option<&str>) -> Option<Self> {
         let get = known_values(query, &["limit", "continue"])?;

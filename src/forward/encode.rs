@@ -135,14 +135,17 @@ pub struct ErrorForm {
 }
 
 impl ErrorForm {
-    pub fn of(headers: &http::HeaderMap, query: Option<&str>) -> Self {
+    /// The form for a request with `headers` and (where it was resolved)
+    /// `query`.
+    pub fn of(headers: &http::HeaderMap, query: Option<&Query>) -> Self {
         let header = |name| {
             headers
                 .get(name)
                 .and_then(|v: &HeaderValue| v.to_str().ok())
         };
         let negotiated = accept::error_media(header(http::header::ACCEPT));
-        let asked = query::pretty(&Query::parse(query), header(http::header::USER_AGENT));
+        let asked =
+            query.is_some_and(|query| query::pretty(query, header(http::header::USER_AGENT)));
         Self {
             media: negotiated.map(|(media, _)| media),
             pretty: asked || negotiated.is_some_and(|(_, pretty)| pretty),
@@ -304,8 +307,14 @@ mod tests {
         assert_eq!(content_type, "application/yaml");
         assert!(bytes.starts_with(b"apiVersion: v1\n"));
 
-        let (_, bytes) =
-            body(ErrorForm::of(&http::HeaderMap::new(), Some("pretty=true")).error(&error)).await;
+        let (_, bytes) = body(
+            ErrorForm::of(
+                &http::HeaderMap::new(),
+                Some(&Query::parse(Some("pretty=true"))),
+            )
+            .error(&error),
+        )
+        .await;
         assert!(bytes.starts_with(b"{\n"));
         let (_, bytes) = body(ErrorForm::of(&http::HeaderMap::new(), None).error(&error)).await;
         assert!(bytes.starts_with(b"{\"kind\""));

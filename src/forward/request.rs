@@ -67,7 +67,10 @@ pub struct ApiRequest {
 pub struct Incoming<'a> {
     pub method: &'a http::Method,
     pub resource: &'a ResourceRequest,
-    pub query: Option<&'a str>,
+    /// The query and the verb, as the request was resolved
+    /// ([`crate::resolved::Resolved`]).
+    pub query: &'a Query,
+    pub verb: Option<Verb>,
     pub headers: &'a http::HeaderMap,
     pub body: &'a [u8],
     /// The resource's kind, for messages about bodies.
@@ -96,15 +99,71 @@ impl ApiRequest {
     /// checks only the kind's schema can make (its version, its fields)
     /// are the upstream's, made on what bindery encoded.
     pub fn parse_with(incoming: &Incoming<'_>, rules: Rules) -> Result<Option<Self>, ApiError> {
-        let query = Query::parse(incoming.query);
-        let Some(verb) = Verb::of(
-            incoming.method,
-            incoming.resource,
-            ListOptions::is_watch(&query),
-        ) else {
+        let query = incoming.query;
+        let Some(verb) = incoming.verb else {
             return Ok(None);
         };
-        let timeout = deadline(verb, &query)?;
+        let timeout = deadline(verb, query)?;
+        let reading = Reading::of(incoming, verb, rules)?;
+        let read = reading.by_verb()?;
+        let table = match read.output.target {
+            Target::Table(_) => TableOptions::parse(query),
+            _ => Ok(TableOptions::default()),
+        };
+        let user_agent = reading.header(http::header::USER_AGENT);
+        let pretty =
+            verb != Verb::Watch && (read.output.pretty || query::pretty(query, user_agent));
+        Ok(Some(Self {
+            verb,
+            options: read.options,
+            output: read.output,
+            pretty,
+            table,
+            body: read.body,
+            patch_error: read.patch_error,
+            timeout,
+            warnings: read.warnings,
+        }))
+    }
+
+    /// The list options of a list, watch or deletecollection.
+    pub fn list_options(&self) -> Option<&ListOptions> {
+        match &self.options {
+            Options::List(list) | Options::DeleteCollection(list, _) => Some(list),
+            _ => None,
+        }
+    }
+}
+
+/// A request being read: what each verb's reading needs.
+struct Reading<'r> {
+    incoming: &'r Incoming<'r>,
+    verb: Verb,
+    rules: Rules,
+    accept: Option<&'r str>,
+    content_type: Option<&'r str>,
+    /// The object a body must be, read by `body_rules`: the scale
+    /// subresource's body is a Scale, a built-in kind, whose decoder
+    /// defaults its kind from the URL and checks its version itself (the
+    /// upstream's, on what bindery sends).
+    expected: body::Expected<'r>,
+    body_rules: Rules,
+}
+
+/// What a verb's reading gives.
+struct ReadByVerb {
+    options: Options,
+    output: Output,
+    body: Option<Body>,
+    /// A patch kube-apiserver cannot read, refused once its object is found.
+    patch_error: Option<ApiError>,
+    warnings: Vec<String>,
+}
+
+impl<'r> Reading<'r> {
+    /// Starts reading `incoming`, a request for `verb`, by `rules`: a
+    /// built-in kind's go-restful route checks come first.
+    fn of(incoming: &'r Incoming<'r>, verb: Verb, rules: Rules) -> Result<Self, ApiError> {
         let header = |name: http::header::HeaderName| {
             incoming.headers.get(name).and_then(|v| v.to_str().ok())
         };
@@ -113,26 +172,6 @@ impl ApiRequest {
         if rules == Rules::BuiltIn {
             restful::check(verb, content_type, accept)?;
         }
-        let negotiate = || match verb {
-            Verb::Watch => accept::watch_output(accept),
-            _ => accept::output(accept),
-        };
-        // A body larger than kube-apiserver reads is found too large where
-        // its handler reads the body: after negotiating the answer's and
-        // the body's media types.
-        let read_whole = || {
-            if incoming.body_too_large {
-                Err(body::too_large())
-            } else {
-                Ok(())
-            }
-        };
-        let mut body = None;
-        let mut patch_error = None;
-        let mut warnings = Vec::new();
-        // The scale subresource's body is a Scale, a built-in kind: its
-        // decoder defaults its kind from the URL and checks its version
-        // itself (the upstream's, on what bindery sends).
         let scale = incoming.resource.subresource.as_deref() == Some("scale");
         let (expected, body_rules) = if scale {
             let scale = body::Expected {
@@ -149,119 +188,172 @@ impl ApiRequest {
             };
             (own, rules)
         };
-        let checks = ObjectChecks {
-            resource: incoming.resource,
-            kind: expected.kind,
-            rules: body_rules,
-        };
-        let object = |media, validation| match (media, rules) {
+        Ok(Self {
+            incoming,
+            verb,
+            rules,
+            accept,
+            content_type,
+            expected,
+            body_rules,
+        })
+    }
+
+    fn header(&self, name: http::header::HeaderName) -> Option<&'r str> {
+        self.incoming
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+    }
+
+    /// The answer's representation.
+    fn negotiate(&self) -> Result<Output, ApiError> {
+        match self.verb {
+            Verb::Watch => accept::watch_output(self.accept),
+            _ => accept::output(self.accept),
+        }
+    }
+
+    /// A body larger than kube-apiserver reads is found too large where
+    /// its handler reads the body: after negotiating the answer's and the
+    /// body's media types.
+    fn read_whole(&self) -> Result<(), ApiError> {
+        match self.incoming.body_too_large {
+            true => Err(body::too_large()),
+            false => Ok(()),
+        }
+    }
+
+    /// The body as the object it must be, with the warnings of its read.
+    fn object(
+        &self,
+        media: ObjectMedia,
+        validation: query::FieldValidation,
+    ) -> Result<(Body, Vec<String>), ApiError> {
+        let body = self.incoming.body;
+        match (media, self.rules) {
             (ObjectMedia::Protobuf, Rules::BuiltIn) => {
-                Ok((Body::Protobuf(incoming.body.to_vec()), Vec::new()))
+                Ok((Body::Protobuf(body.to_vec()), Vec::new()))
             }
-            (ObjectMedia::Protobuf, _) => {
-                body::object(media, incoming.body, expected, validation, rules)
+            (ObjectMedia::Protobuf, rules) => {
+                body::object(media, body, self.expected, validation, rules)
                     .map(|decoded| (Body::Object(decoded.value), decoded.warnings))
             }
-            _ => body::object(media, incoming.body, expected, validation, body_rules)
+            _ => body::object(media, body, self.expected, validation, self.body_rules)
                 .map(|decoded| (Body::Object(decoded.value), decoded.warnings)),
-        };
-        let (options, output) = match verb {
+        }
+    }
+
+    fn checks(&self) -> ObjectChecks<'r> {
+        ObjectChecks {
+            resource: self.incoming.resource,
+            kind: self.expected.kind,
+            rules: self.body_rules,
+        }
+    }
+
+    /// The verb's parts, each read in the order kube-apiserver's handler
+    /// for it reads them.
+    fn by_verb(&self) -> Result<ReadByVerb, ApiError> {
+        let query = self.incoming.query;
+        let (options, output) = match self.verb {
+            Verb::Create | Verb::Update | Verb::Patch => return self.write(),
             // Lists read and validate their query before they negotiate.
             Verb::List | Verb::Watch => {
-                let options = ListOptions::parse(&query)?;
+                let options = ListOptions::parse(query)?;
                 validate::list_options(&options)?;
-                (Options::List(options), negotiate()?)
+                (Options::List(options), self.negotiate()?)
             }
             Verb::Get => {
-                let output = negotiate()?;
-                (Options::Get(GetOptions::parse(&query)?), output)
-            }
-            Verb::Create => {
-                let output = negotiate()?;
-                let media = body::object_media(content_type)?;
-                read_whole()?;
-                let options = WriteOptions::parse(&query, false);
-                validate::write_options(&options, Write::Create)?;
-                let (decoded, warned) = object(media, options.validation())?;
-                checks.create(&decoded)?;
-                warnings = warned;
-                body = Some(decoded);
-                (Options::Create(options), output)
-            }
-            Verb::Update => {
-                let output = negotiate()?;
-                read_whole()?;
-                let options = WriteOptions::parse(&query, false);
-                validate::write_options(&options, Write::Update)?;
-                let media = body::object_media(content_type)?;
-                let (decoded, warned) = object(media, options.validation())?;
-                checks.update(&decoded)?;
-                warnings = warned;
-                body = Some(decoded);
-                (Options::Update(options), output)
-            }
-            Verb::Patch => {
-                // The patch's type is checked before anything else.
-                let patch_type = PatchType::of(content_type, rules)?;
-                let output = negotiate()?;
-                read_whole()?;
-                let options = WriteOptions::parse(&query, true);
-                validate::write_options(&options, Write::Patch(patch_type))?;
-                match body::patch(patch_type, incoming.body, options.validation()) {
-                    Ok(decoded) => {
-                        warnings = decoded.warnings;
-                        body = Some(Body::Patch(patch_type, decoded.value));
-                    }
-                    Err(error) if patch_type != PatchType::Apply => patch_error = Some(error),
-                    Err(error) => return Err(error),
-                }
-                (Options::Patch(options), output)
+                let output = self.negotiate()?;
+                (Options::Get(GetOptions::parse(query)?), output)
             }
             Verb::Delete => {
-                let output = negotiate()?;
-                read_whole()?;
-                let options = delete_options(&query, content_type, incoming.body)?;
+                let output = self.negotiate()?;
+                self.read_whole()?;
+                let options = delete_options(query, self.content_type, self.incoming.body)?;
                 validate::delete_options(&options)?;
                 (Options::Delete(options), output)
             }
             Verb::DeleteCollection => {
-                let output = negotiate()?;
-                let list = ListOptions::parse(&query)?;
+                let output = self.negotiate()?;
+                let list = ListOptions::parse(query)?;
                 validate::list_options(&list)?;
-                if let Some(supported) = incoming.field_labels {
+                if let Some(supported) = self.incoming.field_labels {
                     validate::field_labels(&list.field_selector, supported)?;
                 }
-                read_whole()?;
-                let delete = delete_options(&query, content_type, incoming.body)?;
+                self.read_whole()?;
+                let delete = delete_options(query, self.content_type, self.incoming.body)?;
                 validate::delete_options(&delete)?;
                 (Options::DeleteCollection(list, delete), output)
             }
         };
-        let table = match output.target {
-            Target::Table(_) => TableOptions::parse(&query),
-            _ => Ok(TableOptions::default()),
-        };
-        let user_agent = header(http::header::USER_AGENT);
-        let pretty = verb != Verb::Watch && (output.pretty || query::pretty(&query, user_agent));
-        Ok(Some(Self {
-            verb,
+        Ok(ReadByVerb {
             options,
             output,
-            pretty,
-            table,
-            body,
-            patch_error,
-            timeout,
-            warnings,
-        }))
+            body: None,
+            patch_error: None,
+            warnings: Vec::new(),
+        })
     }
 
-    /// The list options of a list, watch or deletecollection.
-    pub fn list_options(&self) -> Option<&ListOptions> {
-        match &self.options {
-            Options::List(list) | Options::DeleteCollection(list, _) => Some(list),
-            _ => None,
-        }
+    /// A create's, update's or patch's parts.
+    fn write(&self) -> Result<ReadByVerb, ApiError> {
+        let query = self.incoming.query;
+        let mut patch_error = None;
+        let (options, output, decoded) = match self.verb {
+            Verb::Create => {
+                let output = self.negotiate()?;
+                let media = body::object_media(self.content_type)?;
+                self.read_whole()?;
+                let options = WriteOptions::parse(query, false);
+                validate::write_options(&options, Write::Create)?;
+                let (decoded, warned) = self.object(media, options.validation())?;
+                self.checks().create(&decoded)?;
+                (Options::Create(options), output, Some((decoded, warned)))
+            }
+            Verb::Update => {
+                let output = self.negotiate()?;
+                self.read_whole()?;
+                let options = WriteOptions::parse(query, false);
+                validate::write_options(&options, Write::Update)?;
+                let media = body::object_media(self.content_type)?;
+                let (decoded, warned) = self.object(media, options.validation())?;
+                self.checks().update(&decoded)?;
+                (Options::Update(options), output, Some((decoded, warned)))
+            }
+            _ => {
+                // The patch's type is checked before anything else.
+                let patch_type = PatchType::of(self.content_type, self.rules)?;
+                let output = self.negotiate()?;
+                self.read_whole()?;
+                let options = WriteOptions::parse(query, true);
+                validate::write_options(&options, Write::Patch(patch_type))?;
+                let decoded =
+                    match body::patch(patch_type, self.incoming.body, options.validation()) {
+                        Ok(decoded) => {
+                            Some((Body::Patch(patch_type, decoded.value), decoded.warnings))
+                        }
+                        Err(error) if patch_type != PatchType::Apply => {
+                            patch_error = Some(error);
+                            None
+                        }
+                        Err(error) => return Err(error),
+                    };
+                (Options::Patch(options), output, decoded)
+            }
+        };
+        let (body, warnings) = match decoded {
+            Some((body, warnings)) => (Some(body), warnings),
+            None => (None, Vec::new()),
+        };
+        Ok(ReadByVerb {
+            options,
+            output,
+            body,
+            patch_error,
+            warnings,
+        })
     }
 }
 
@@ -408,10 +500,12 @@ pub mod testing {
                 v.parse().expect("a header value"),
             );
         }
+        let query = Query::parse(Some(query));
         let incoming = Incoming {
             method: &method,
             resource,
-            query: Some(query),
+            query: &query,
+            verb: Verb::of(&method, resource, ListOptions::is_watch(&query)),
             headers: &map,
             body,
             kind,
@@ -508,10 +602,12 @@ mod tests {
                 headers.insert(http::header::ACCEPT, accept.parse().unwrap());
             }
             let resource = resource(named.then_some("w"));
+            let query = Query::parse(Some(&query));
             let incoming = Incoming {
                 method: &method,
                 resource: &resource,
-                query: Some(&query),
+                query: &query,
+                verb: Verb::of(&method, &resource, ListOptions::is_watch(&query)),
                 headers: &headers,
                 body: &body,
                 kind: "Widget",
@@ -566,7 +662,8 @@ mod tests {
         ApiRequest::parse(&Incoming {
             method: &method,
             resource: &resource,
-            query: None,
+            query: &Query::default(),
+            verb: Verb::of(&method, &resource, false),
             headers: &map,
             body: &[],
             kind: "Widget",

@@ -7,7 +7,9 @@
 //! them only once the handler said it serves it ([`Served`]), so caller
 //! input never becomes a label value.
 
+use crate::resolved::Resolved;
 use crate::route::{ApiPath, Endpoint, ResourceRequest, Verb};
+use crate::wire::query::Query;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -148,14 +150,10 @@ pub struct RequestKind {
 }
 
 impl RequestKind {
-    /// The kind of a request with `method` and `query` on `endpoint`, whose
-    /// body is of `content_type`.
-    pub fn of(
-        endpoint: &Endpoint,
-        method: &http::Method,
-        query: Option<&str>,
-        content_type: Option<&str>,
-    ) -> Self {
+    /// The kind of a `resolved` request with `method`, whose body is of
+    /// `content_type`.
+    pub fn of(resolved: &Resolved, method: &http::Method, content_type: Option<&str>) -> Self {
+        let (endpoint, query) = (&resolved.endpoint, &resolved.query);
         let (kind, path) = match endpoint {
             Endpoint::Consumer { path, .. } => ("consumer", Some(path)),
             Endpoint::Aggregated { path } => ("aggregated", Some(path)),
@@ -179,7 +177,7 @@ impl RequestKind {
         };
         match path {
             Some(ApiPath::Resource(request)) => {
-                let verb = Verb::of_query(method, request, query);
+                let verb = resolved.verb;
                 labels.verb = resource_verb(verb, content_type);
                 labels.dry_run = dry_run(query);
                 labels.scope = scope(request);
@@ -301,15 +299,8 @@ fn scope(request: &ResourceRequest) -> &'static str {
 
 /// kube-apiserver's `dry_run`: empty without `dryRun`, `All` when every
 /// value is `All` (the only valid one), else `invalid`.
-fn dry_run(query: Option<&str>) -> &'static str {
-    let Some(query) = query.filter(|q| q.contains("dryRun")) else {
-        return "";
-    };
-    let values: Vec<String> = form_urlencoded::parse(query.as_bytes())
-        .filter(|(key, _)| key == "dryRun")
-        .map(|(_, value)| value.into_owned())
-        .collect();
-    match values.as_slice() {
+fn dry_run(query: &Query) -> &'static str {
+    match query.all("dryRun").as_slice() {
         [] => "",
         values if values.iter().all(|v| v == "All") => "All",
         _ => "invalid",
@@ -332,7 +323,6 @@ fn non_resource_path(path: &ApiPath) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::route::parse;
 
     #[test]
     fn made_up_subresources_and_methods_share_one_set_of_labels() {
@@ -341,8 +331,13 @@ mod tests {
                 let path = format!("/apis/g/v1/namespaces/a/things/x/made-up-{i}");
                 let method = http::Method::from_bytes(format!("M{i}").as_bytes()).unwrap();
                 [
-                    RequestKind::of(&parse(&path), &http::Method::GET, None, None).labels(true),
-                    RequestKind::of(&parse("/apis/g/v1/things"), &method, None, None).labels(true),
+                    kind("GET", &path, None).labels(true),
+                    RequestKind::of(
+                        &Resolved::of(&method, &"/apis/g/v1/things".parse().unwrap()),
+                        &method,
+                        None,
+                    )
+                    .labels(true),
                 ]
             })
             .collect();
@@ -362,7 +357,7 @@ mod tests {
     fn kind(method: &str, uri: &str, content_type: Option<&str>) -> RequestKind {
         let uri: http::Uri = uri.parse().unwrap();
         let method = http::Method::from_bytes(method.as_bytes()).unwrap();
-        RequestKind::of(&parse(uri.path()), &method, uri.query(), content_type)
+        RequestKind::of(&Resolved::of(&method, &uri), &method, content_type)
     }
 
     #[test]
@@ -492,6 +487,7 @@ mod tests {
 
     #[test]
     fn dry_run_is_reported_as_kube_apiserver_reports_it() {
+        let dry_run = |query| dry_run(&Query::parse(query));
         assert_eq!(dry_run(None), "");
         assert_eq!(dry_run(Some("pretty=1")), "");
         assert_eq!(dry_run(Some("dryRun=All")), "All");

@@ -21,6 +21,7 @@ use crate::auth::{PeerCertificate, RequestUser};
 use crate::authz::Authorizer;
 use crate::authz::attributes::Attributes;
 use crate::forward::encode::ErrorForm;
+use crate::resolved::Resolved;
 use crate::route::{ApiPath, Endpoint, ResourceRequest, Verb};
 use crate::server::Incoming;
 use crate::status::ApiError;
@@ -239,9 +240,10 @@ impl Router {
 
     /// Serves one request.
     pub async fn serve(self: Arc<Self>, request: Incoming) -> Response<BoxBody> {
-        let errors = ErrorForm::of(request.headers(), request.uri().query());
+        let resolved = Resolved::of(request.method(), request.uri());
+        let errors = ErrorForm::of(request.headers(), Some(&resolved.query));
         let (parts, body) = request.into_parts();
-        match self.try_serve(parts, body).await {
+        match self.try_serve(&resolved, parts, body).await {
             Ok(response) => response,
             Err(error) => errors.error(&error),
         }
@@ -249,10 +251,11 @@ impl Router {
 
     async fn try_serve(
         &self,
+        resolved: &Resolved,
         parts: http::request::Parts,
         body: crate::server::unread::Unread<hyper::body::Incoming>,
     ) -> Result<Response<BoxBody>, ApiError> {
-        let path = match crate::route::parse(parts.uri.path()) {
+        let path = match &resolved.endpoint {
             Endpoint::Health => return Ok(crate::proxy::full(200, "text/plain", "ok")),
             Endpoint::Aggregated { path } => path,
             _ => return Err(ApiError::page_not_found()),
@@ -268,12 +271,11 @@ impl Router {
                 .await;
         };
         let user = user.ok_or_else(ApiError::unauthorized)?;
-        let verb =
-            Verb::of_query(&parts.method, &resource, parts.uri.query()).ok_or_else(|| {
-                // kube-apiserver names no verb for a method it has none for.
-                ApiError::method_not_allowed("", &resource.group, &resource.resource)
-            })?;
-        let attributes = Attributes::of(user, verb, &resource);
+        let verb = resolved.verb.ok_or_else(|| {
+            // kube-apiserver names no verb for a method it has none for.
+            ApiError::method_not_allowed("", &resource.group, &resource.resource)
+        })?;
+        let attributes = Attributes::of(user, verb, resource);
         self.authorizer
             .authorize(&self.app, AUTHORIZATION_SCOPE, &attributes)
             .await?;
@@ -287,7 +289,7 @@ impl Router {
             Some(namespace)
                 if super::routes::routes_objects(self.ownership.labels(namespace).as_ref()) =>
             {
-                self.object_routed(&parts, body, &resource, verb, namespace)
+                self.object_routed(&parts, body, resource, verb, namespace)
                     .await
             }
             Some(namespace) => {
@@ -300,7 +302,7 @@ impl Router {
                     _ => response,
                 })
             }
-            None if !self.namespaced(&resource).await => {
+            None if !self.namespaced(resource).await => {
                 self.forward(self.routes.default(), &parts, body).await
             }
             None => match verb {

@@ -10,6 +10,7 @@ pub mod access;
 mod gate;
 pub mod namespaces;
 mod patch;
+pub mod provider;
 mod table;
 mod view;
 pub mod watch;
@@ -19,6 +20,7 @@ use crate::forward::answer::{Expected, Shape, Visibility, answer_up, event_up, w
 use crate::forward::encode::{self, ErrorForm, Failure};
 use crate::forward::request::{ApiRequest, Body, Incoming, Options};
 use crate::quota::{QuotaAdmission, Subject};
+use crate::resolved::Resolved;
 use crate::route::{ResourceRequest, Verb};
 use crate::status::ApiError;
 use crate::translate::binding::BoundResource;
@@ -26,10 +28,10 @@ use crate::translate::continue_token::ContinueTokens;
 use crate::translate::continue_token::TokenError;
 use crate::translate::objects::{Refusal, object_up};
 use crate::translate::request::{
-    ProviderRequest, RequestError, provider_path, request_down, token_scope, update_down,
+    ProviderRequest, RequestError, provider_target, request_down, token_scope, update_down,
 };
 use crate::translate::scale;
-use crate::upstream::{BoxBody, CacheAsked, IdentityScope, Translation, Upstream};
+use crate::upstream::{BoxBody, CacheRead, Translation, Upstream};
 use crate::wire::accept::{Media, Target};
 use crate::wire::body::PatchType;
 use bytes::Bytes;
@@ -112,15 +114,16 @@ fn deadline_of(timeout: Option<&str>) -> tokio::time::Instant {
 }
 
 impl Proxy {
+    /// Serves `resolved`, a request for a resource of `view`.
     pub async fn serve(
         &self,
         view: &ConsumerView,
-        request: ResourceRequest,
+        resolved: &Resolved,
         parts: http::request::Parts,
         body: Bytes,
     ) -> Response<BoxBody> {
-        let errors = ErrorForm::of(&parts.headers, parts.uri.query());
-        match self.try_serve(view, &request, &parts, &body).await {
+        let errors = ErrorForm::of(&parts.headers, Some(&resolved.query));
+        match self.try_serve(view, resolved, &parts, &body).await {
             Ok(response) => response,
             Err(failure) => errors.failure(&failure),
         }
@@ -129,16 +132,17 @@ impl Proxy {
     async fn try_serve(
         &self,
         view: &ConsumerView,
-        resource: &ResourceRequest,
+        resolved: &Resolved,
         parts: &http::request::Parts,
         body: &Bytes,
     ) -> Result<Response<BoxBody>, Failure> {
+        let resource = resolved.resource().ok_or_else(ApiError::page_not_found)?;
         let served = view
             .find(&resource.group, &resource.resource)
             .filter(|s| s.serves(&resource.version))
             .ok_or_else(ApiError::page_not_found)?;
         let bound = &served.bound;
-        let verb = Verb::of_query(&parts.method, resource, parts.uri.query());
+        let verb = resolved.verb;
         check_scope(served, resource, verb)?;
         // The consumer's share: a seat while it is read, translated and
         // served (a watch: its place among the consumer's watches).
@@ -160,7 +164,8 @@ impl Proxy {
         let incoming = Incoming {
             method: &parts.method,
             resource,
-            query: parts.uri.query(),
+            query: &resolved.query,
+            verb,
             headers: &parts.headers,
             body,
             kind: &bound.kind,
@@ -571,8 +576,8 @@ impl Exchange<'_> {
     async fn current(&self) -> Result<Option<Value>, Failure> {
         let mut main = self.resource.clone();
         main.subresource = None;
-        let path = provider_path(self.bound(), &main);
-        let (status, body) = self.get(&path, None).await?;
+        let target = provider_target(self.bound(), &main);
+        let (status, body) = self.get(target, None).await?;
         if status == StatusCode::NOT_FOUND {
             return Ok(None);
         }
@@ -611,28 +616,23 @@ impl Exchange<'_> {
         Failure::Api(crate::forward::answer::unreadable(PROVIDER))
     }
 
-    /// A JSON GET of `path` at the provider (as the consumer, when its
+    /// A JSON GET of `target` at the provider (as the consumer, when its
     /// requests are impersonated): its status and body.
     async fn get(
         &self,
-        path: &str,
+        target: ResourceRequest,
         subresource: Option<&str>,
     ) -> Result<(StatusCode, Bytes), Failure> {
-        let make = || {
-            let mut request = http::Request::builder()
-                .method(Method::GET)
-                .uri(path)
-                .header(ACCEPT, "application/json");
-            if self.impersonated() {
-                for (name, value) in self.bound().impersonation() {
-                    request = request.header(name, value);
-                }
-            }
-            request
-                .body(Bytes::new())
-                .map_err(|e| ApiError::internal(e.to_string()).into())
+        let provider = ProviderRequest {
+            method: Method::GET,
+            target,
+            query: Vec::new(),
+            accept: "application/json".into(),
+            body: None,
         };
-        let response = self.send_as_consumer(make, "get", subresource).await?;
+        let response = self
+            .send_as_consumer(|| self.build(&provider), "get", subresource)
+            .await?;
         let status = response.status();
         let body = read(response).await?;
         Ok((status, body))
@@ -780,43 +780,46 @@ impl Exchange<'_> {
         &self,
         request: http::Request<Bytes>,
     ) -> Result<http::Response<BoxBody>, Failure> {
-        self.proxy.upstream.send(request).await.map_err(|e| {
-            ApiError::unavailable(format!("the provider cannot be reached: {e}")).into()
-        })
+        self.proxy
+            .upstream
+            .send(request)
+            .await
+            .map_err(|e| provider::unreachable(e).into())
     }
 
     /// The HTTP request for `provider`.
     fn build(&self, provider: &ProviderRequest) -> Result<http::Request<Bytes>, Failure> {
-        let mut request = http::Request::builder()
-            .method(provider.method.clone())
-            .uri(provider.uri())
-            .header(ACCEPT, provider.accept.as_str());
-        if let Some(agent) = &self.user_agent {
-            request = request.header(USER_AGENT, agent);
-        }
-        // Lists and watches too, in a namespace of the consumer's: the
-        // provider's priority and fairness then tells consumers apart.
-        if self.impersonated() {
-            for (name, value) in self.bound().impersonation() {
-                request = request.header(name, value);
-            }
-        }
-        let body = match &provider.body {
-            Some((content_type, bytes)) => {
-                request = request.header(CONTENT_TYPE, *content_type);
-                Bytes::from(bytes.clone())
-            }
-            None => Bytes::new(),
+        let impersonation = match self.impersonated() {
+            true => Some(self.bound().impersonation()),
+            false => None,
         };
-        let mut request = request
-            .body(body)
-            .map_err(|e| ApiError::internal(e.to_string()))?;
-        if self.request.verb == Verb::List && self.resource.namespace.is_none() {
-            request
-                .extensions_mut()
-                .insert(IdentityScope(self.bound().identity_selector()));
+        Ok(provider::http_request(
+            provider,
+            self.user_agent.as_ref(),
+            impersonation.into_iter().flatten(),
+        )?)
+    }
+
+    /// `provider`, as it is sent (`sent`), as the watch cache is asked it.
+    fn cache_read<'a>(
+        &'a self,
+        provider: &'a ProviderRequest,
+        sent: &'a http::Request<Bytes>,
+        identity_scope: Option<&'a str>,
+    ) -> CacheRead<'a> {
+        CacheRead {
+            target: &provider.target,
+            query: &provider.query,
+            sent,
+            identity_scope,
         }
-        Ok(request)
+    }
+
+    /// On a list across namespaces, the label selector bindery added to
+    /// narrow it to the consumer's objects.
+    fn identity_scope(&self) -> Option<String> {
+        (self.request.verb == Verb::List && self.resource.namespace.is_none())
+            .then(|| self.bound().identity_selector())
     }
 
     /// Whether the shared cache may answer: the resource itself, in JSON.
@@ -844,24 +847,27 @@ impl Exchange<'_> {
             if from_cache && let Some(table) = self.table_from_cache(&provider).await? {
                 return Ok(table);
             }
-            let upstream = self.build(&provider)?;
-            let cached = self.cacheable();
-            if from_cache
-                && cached
-                && let Some(bytes) = self.proxy.upstream.list_translated(&upstream, &make).await
-            {
-                return self.translated(200, &bytes, Vec::new());
-            }
-            // Asked of the cache already, or not to be answered by it.
-            let asked = cached || !from_cache;
-            let make = || {
-                let mut upstream = self.build(&provider)?;
-                if asked {
-                    upstream.extensions_mut().insert(CacheAsked);
-                }
-                Ok(upstream)
+            let sent = self.build(&provider)?;
+            let scope = self.identity_scope();
+            let read = self.cache_read(&provider, &sent, scope.as_deref());
+            let upstream = &self.proxy.upstream;
+            // The consumer's form where the cache keeps it; else the
+            // provider's, from the cache where it can tell it.
+            let cached = match (from_cache, self.cacheable()) {
+                (false, _) => None,
+                (true, true) => match upstream.list_translated(&read, &make).await {
+                    Some(bytes) => return self.translated(200, &bytes, Vec::new()),
+                    None => None,
+                },
+                (true, false) => upstream.cached(&read).await,
             };
-            self.send_as_consumer(make, "list", None).await?
+            match cached {
+                Some(response) => response,
+                None => {
+                    self.send_as_consumer(|| self.build(&provider), "list", None)
+                        .await?
+                }
+            }
         } else {
             let verb = rbac_verb(self.request.verb, &provider.method);
             let subresource = self.resource.subresource.as_deref();
@@ -882,12 +888,12 @@ impl Exchange<'_> {
         if self.request.verb == Verb::Get
             && status == StatusCode::OK
             && self.cacheable()
-            && let Some(made) = self
-                .proxy
-                .upstream
-                .object_translated(&provider.path, &bytes, &make)
+            && let Some(made) =
+                self.proxy
+                    .upstream
+                    .object_translated(&provider.target, &bytes, &make)
         {
-            tracing::trace!(path = %provider.path, "GET answered with the cached consumer form");
+            tracing::trace!(target = ?provider.target, "GET answered with the cached consumer form");
             return self.translated(200, &made, warnings);
         }
         self.answer(status.as_u16(), &bytes, warnings)
@@ -975,32 +981,36 @@ impl Exchange<'_> {
             _ => None,
         };
         let from_cache = self.cache_may_answer("watch").await;
-        let cached = self.cacheable() && media == Media::Json;
-        let make = |asked: bool| {
+        let translated = self.cacheable() && media == Media::Json;
+        let make = || {
             let mut upstream = self.build(&provider)?;
             if partial.is_some() {
                 upstream
                     .headers_mut()
                     .insert(ACCEPT, HeaderValue::from_static("application/json"));
             }
-            if asked {
-                upstream.extensions_mut().insert(CacheAsked);
-            }
             Ok(upstream)
         };
-        if from_cache && cached {
-            let translation = || self.translation();
-            if let Some(body) = self
-                .proxy
-                .upstream
-                .watch_translated(&make(false)?, &translation)
-                .await
-            {
-                return Ok(encode::watch_response(StatusCode::OK, body, media));
+        let sent = make()?;
+        let asked = self.cache_read(&provider, &sent, None);
+        let upstream = &self.proxy.upstream;
+        // The consumer's events where the cache translates them; else the
+        // provider's, from the cache where it can tell them.
+        let cached = match (from_cache, translated) {
+            (false, _) => None,
+            (true, true) => {
+                let translation = || self.translation();
+                if let Some(body) = upstream.watch_translated(&asked, &translation).await {
+                    return Ok(encode::watch_response(StatusCode::OK, body, media));
+                }
+                None
             }
-        }
-        let asked = cached || !from_cache;
-        let response = self.send_as_consumer(|| make(asked), "watch", None).await?;
+            (true, false) => upstream.cached(&asked).await,
+        };
+        let response = match cached {
+            Some(response) => response,
+            None => self.send_as_consumer(make, "watch", None).await?,
+        };
         let status = response.status();
         if !status.is_success() {
             let warnings = self.warnings(response.headers());
@@ -1042,7 +1052,7 @@ impl Exchange<'_> {
             return Err(ApiError::internal("a patch without patch options").into());
         };
         let scale = self.resource.subresource.as_deref() == Some("scale");
-        let target = provider_path(bound, self.resource);
+        let target = provider_target(bound, self.resource);
         for attempt in 0.. {
             let Some(object) = current.take() else {
                 return Err(self.not_found().into());
@@ -1055,7 +1065,7 @@ impl Exchange<'_> {
                 Some(paths) => match scale::scale_to_patch(&object, paths) {
                     Ok(made) => made,
                     Err(scale::Unscalable::NotAnInteger) => {
-                        let (status, body) = self.get(&target, Some("scale")).await?;
+                        let (status, body) = self.get(target.clone(), Some("scale")).await?;
                         if !status.is_success() {
                             return self.answer(status.as_u16(), &body, Vec::new());
                         }
@@ -1077,7 +1087,7 @@ impl Exchange<'_> {
             query.retain(|(key, _)| key != "force");
             let provider = ProviderRequest {
                 method: Method::PUT,
-                path: target.clone(),
+                target: target.clone(),
                 query,
                 accept: crate::translate::request::upstream_accept(self.request.output.target),
                 body: Some(body),
@@ -1230,13 +1240,6 @@ fn check_scope(
 /// Whether a write may create its object (and so needs its provider namespace).
 fn creates(request: &ApiRequest) -> bool {
     request.verb == Verb::Create || matches!(request.body, Some(Body::Patch(PatchType::Apply, _)))
-}
-
-/// The request's query pairs, percent-decoded.
-pub fn decoded_query(uri: &http::Uri) -> Vec<(String, String)> {
-    uri.query()
-        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
-        .unwrap_or_default()
 }
 
 fn request_error(bound: &BoundResource, error: RequestError) -> ApiError {

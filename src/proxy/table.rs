@@ -40,7 +40,9 @@ impl Exchange<'_> {
         let mut list = provider.clone();
         list.accept = "application/json".into();
         list.query.retain(|(key, _)| key != "includeObject");
-        let upstream = self.build(&list)?;
+        let sent = self.build(&list)?;
+        let scope = self.identity_scope();
+        let read = self.cache_read(&list, &sent, scope.as_deref());
         let make = || self.translation();
         let include = options.include_object;
         // Rows the cache keeps per object per change.
@@ -55,7 +57,7 @@ impl Exchange<'_> {
         let Some(rows) = self
             .proxy
             .upstream
-            .rows_translated(&upstream, &make, &rows)
+            .rows_translated(&read, &make, &rows)
             .await
         else {
             return Ok(None);

@@ -98,22 +98,22 @@ impl Upstream for Scripted {
 
     fn list_translated<'a>(
         &'a self,
-        request: &'a http::Request<Bytes>,
+        read: &'a crate::upstream::CacheRead<'a>,
         _translation: &'a (dyn Fn() -> Translation + Send + Sync),
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<Vec<u8>>> + Send + 'a>> {
-        self.list_asked(request);
+        self.list_asked(read.sent);
         Box::pin(async { Some(CACHED_LIST.as_bytes().to_vec()) })
     }
 
     fn rows_translated<'a>(
         &'a self,
-        request: &'a http::Request<Bytes>,
+        read: &'a crate::upstream::CacheRead<'a>,
         _translation: &'a (dyn Fn() -> Translation + Send + Sync),
         rows: &'a crate::upstream::RowMaker<'a>,
     ) -> std::pin::Pin<
         Box<dyn std::future::Future<Output = Option<crate::upstream::Rows>> + Send + 'a>,
     > {
-        self.list_asked(request);
+        self.list_asked(read.sent);
         let list: Value = serde_json::from_str(CACHED_LIST).unwrap();
         let made = list["items"]
             .as_array()
@@ -132,11 +132,11 @@ impl Upstream for Scripted {
 
     fn object_translated(
         &self,
-        path: &str,
+        target: &crate::route::ResourceRequest,
         _body: &[u8],
         _translation: &(dyn Fn() -> Translation + Send + Sync),
     ) -> Option<Bytes> {
-        self.memo_asked.lock().unwrap().push(path.to_string());
+        self.memo_asked.lock().unwrap().push(target.path());
         Some(Bytes::from_static(MEMO.as_bytes()))
     }
 }
@@ -194,8 +194,10 @@ async fn call(
     name: Option<&str>,
 ) -> (StatusCode, String) {
     let (parts, body) = request.into_parts();
+    let resolved = crate::resolved::Resolved::of(&parts.method, &parts.uri);
+    assert_eq!(resolved.resource(), Some(&widget_request(name)));
     let response = proxy
-        .serve(&consumer_view(bound), widget_request(name), parts, body)
+        .serve(&consumer_view(bound), &resolved, parts, body)
         .await;
     let status = response.status();
     let body = response.into_body().collect().await.unwrap().to_bytes();

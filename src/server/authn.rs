@@ -26,7 +26,8 @@ use crate::auth::{
 use crate::bind::routes::{BindRoute, Credential};
 use crate::bind::sessions::Sessions;
 use crate::forward::encode::ErrorForm;
-use crate::route::{ApiPath, ConsumerId, Endpoint, endpoint_of};
+use crate::resolved::{Resolved, resolved_of};
+use crate::route::{ApiPath, ConsumerId, Endpoint};
 use crate::status::ApiError;
 use crate::upstream::BoxBody;
 use futures::future::BoxFuture;
@@ -108,7 +109,7 @@ impl Authentication {
     fn needs<B>(&self, request: &mut Request<B>) -> Needs {
         // Parsed here if no outer layer has; kept for the layers after.
         let method = request.method().clone();
-        match endpoint_of(request) {
+        match &resolved_of(request).endpoint {
             Endpoint::Health | Endpoint::Unknown => Needs::Nobody,
             Endpoint::Consumer { consumer, .. } => Needs::Consumer(Some(consumer.clone())),
             Endpoint::Aggregated { path } => {
@@ -218,7 +219,8 @@ fn refused<B>(request: &Request<B>) -> Response<BoxBody> {
         Some(route) => route.refused(),
         // Negotiated, as kube-apiserver's `Unauthorized` handler answers.
         None => {
-            ErrorForm::of(request.headers(), request.uri().query()).error(&ApiError::unauthorized())
+            let query = request.extensions().get::<Resolved>().map(|r| &r.query);
+            ErrorForm::of(request.headers(), query).error(&ApiError::unauthorized())
         }
     }
 }
@@ -246,7 +248,7 @@ fn log_refusal<B>(request: &Request<B>, reason: &Refusal) {
         .get(REQUEST_ID)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
-    let endpoint = match request.extensions().get::<Endpoint>() {
+    let endpoint = match request.extensions().get::<Resolved>().map(|r| &r.endpoint) {
         Some(Endpoint::Consumer { consumer, .. }) => format!("consumer {consumer}"),
         Some(Endpoint::Aggregated { .. }) => "aggregated".into(),
         Some(Endpoint::Workspace { export, .. }) => format!("workspace {export}"),
@@ -480,7 +482,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(request.extensions().get::<User>(), Some(&user));
-        assert!(request.extensions().get::<Endpoint>().is_some());
+        assert!(request.extensions().get::<Resolved>().is_some());
     }
 
     #[tokio::test]

@@ -22,7 +22,8 @@ use crate::auth::{ProviderUser, RequestUser, User};
 use crate::authz::PROVIDER;
 use crate::authz::attributes::{Attributes, PathAttributes};
 use crate::proxy::error;
-use crate::route::{ApiPath, ConsumerId, Endpoint, Verb};
+use crate::resolved::Resolved;
+use crate::route::{ApiPath, ConsumerId, Endpoint};
 use crate::status::ApiError;
 use crate::upstream::BoxBody;
 use crate::workspace::target::Target;
@@ -48,8 +49,8 @@ pub struct Question {
 /// The question `request` raises, if any. `target` is the workspace
 /// request's resolved target. Pure.
 pub fn question<B>(request: &Request<B>, target: Option<&Target>) -> Option<Question> {
-    let (method, query) = (request.method(), request.uri().query());
-    match request.extensions().get::<Endpoint>()? {
+    let resolved = request.extensions().get::<Resolved>()?;
+    match &resolved.endpoint {
         Endpoint::Consumer { path, .. } | Endpoint::Aggregated { path } => {
             let user = request.extensions().get::<User>()?;
             if !user.via.is_app_cluster_user() {
@@ -59,15 +60,15 @@ pub fn question<B>(request: &Request<B>, target: Option<&Target>) -> Option<Ques
                 return None; // Discovery and OpenAPI.
             };
             // A method no resource serves is answered 405 by the proxy.
-            let verb = Verb::of_query(method, resource, query)?;
+            let verb = resolved.verb?;
             Some(Question {
                 authority: Authority::AppCluster(user.consumer.clone()),
                 attributes: Attributes::of(user.identity(), verb, resource),
             })
         }
-        Endpoint::Workspace { path, .. } => {
+        Endpoint::Workspace { .. } => {
             let user = provider_user(request);
-            let attributes = target?.attributes(user, method, path, query)?;
+            let attributes = target?.attributes(user, resolved)?;
             Some(Question {
                 authority: Authority::Provider,
                 attributes,
@@ -85,22 +86,9 @@ pub fn question<B>(request: &Request<B>, target: Option<&Target>) -> Option<Ques
 /// resource; a built-in kind's (the core group, claimed ConfigMaps and
 /// Secrets) are go-restful's.
 pub fn method_without_verb<B>(request: &Request<B>) -> Option<ApiError> {
-    let path = match request.extensions().get::<Endpoint>()? {
-        Endpoint::Consumer { path, .. }
-        | Endpoint::Aggregated { path }
-        | Endpoint::Workspace { path, .. } => path,
-        _ => return None,
-    };
-    let legacy;
-    let resource = match path {
-        ApiPath::Resource(resource) => resource,
-        ApiPath::Legacy(segments) => {
-            legacy = crate::route::parse_legacy_resource(segments)?;
-            &legacy
-        }
-        _ => return None,
-    };
-    if Verb::of_query(request.method(), resource, request.uri().query()).is_some() {
+    let resolved = request.extensions().get::<Resolved>()?;
+    let resource = resolved.resource()?;
+    if resolved.verb.is_some() {
         return None;
     }
     Some(if resource.group.is_empty() {
@@ -122,7 +110,8 @@ fn provider_user<B>(request: &Request<B>) -> RequestUser {
 /// extensions; else kube-apiserver's 403 (or 500 when the authority cannot
 /// be asked).
 pub async fn authorize<B>(app: &App, request: &mut Request<B>) -> Result<(), ApiError> {
-    if let Some(Endpoint::Metrics) = request.extensions().get::<Endpoint>() {
+    let endpoint = request.extensions().get::<Resolved>().map(|r| &r.endpoint);
+    if let Some(Endpoint::Metrics) = endpoint {
         // As kube-apiserver protects its own: `get` on the path, asked of
         // the provider, whose users read bindery's metrics.
         let Some(ProviderUser(user)) = request.extensions().get::<ProviderUser>() else {
@@ -134,7 +123,7 @@ pub async fn authorize<B>(app: &App, request: &mut Request<B>) -> Result<(), Api
             .authorize(app.provider(), PROVIDER, &access)
             .await;
     }
-    let target = match request.extensions().get::<Endpoint>() {
+    let target = match endpoint {
         Some(Endpoint::Workspace {
             export, consumer, ..
         }) => {
@@ -209,7 +198,8 @@ impl Check for Authorization {
 mod tests {
     use super::*;
     use crate::auth::Via;
-    use crate::route::endpoint_of;
+    use crate::resolved::resolved_of;
+    use crate::route::Verb;
 
     fn request_as(method: http::Method, path: &str, via: Option<Via>) -> Request<()> {
         let mut request = Request::builder()
@@ -217,7 +207,7 @@ mod tests {
             .uri(path)
             .body(())
             .unwrap();
-        endpoint_of(&mut request);
+        resolved_of(&mut request);
         if let Some(via) = via {
             let alice = RequestUser {
                 name: "alice".into(),

@@ -8,9 +8,10 @@
 
 use super::gate::{Check, GateLayer};
 use crate::forward::encode::ErrorForm;
-use crate::route::{ApiPath, Endpoint, ResourceRequest, Verb, endpoint_of, parse_legacy_resource};
+use crate::resolved::{Resolved, resolved_of};
+use crate::route::{Endpoint, Verb};
 use crate::upstream::BoxBody;
-use crate::wire::query::{self, Query};
+use crate::wire::query;
 use futures::future::BoxFuture;
 use http::{Request, Response};
 
@@ -38,58 +39,39 @@ impl Check for Deadline {
 
 /// The answer to a request whose `timeout` kube-apiserver would refuse.
 fn refusal<B>(request: &mut Request<B>) -> Option<Response<BoxBody>> {
-    let method = request.method().clone();
-    let raw_query = request.uri().query().map(str::to_string);
-    if !reads_timeout(endpoint_of(request), &method, raw_query.as_deref()) {
+    resolved_of(request);
+    let resolved = request.extensions().get::<Resolved>()?;
+    if !reads_timeout(resolved) {
         return None;
     }
-    let error = query::timeout(&Query::parse(raw_query.as_deref())).err()?;
-    Some(ErrorForm::of(request.headers(), raw_query.as_deref()).error(&error))
+    let error = query::timeout(&resolved.query).err()?;
+    Some(ErrorForm::of(request.headers(), Some(&resolved.query)).error(&error))
 }
 
-/// Whether kube-apiserver's deadline filter reads this request's `timeout`.
-pub fn reads_timeout(endpoint: &Endpoint, method: &http::Method, raw_query: Option<&str>) -> bool {
-    let path = match endpoint {
-        Endpoint::Bind(_) => return false,
-        Endpoint::Health | Endpoint::Metrics | Endpoint::Unknown => return true,
-        Endpoint::Consumer { path, .. }
-        | Endpoint::Aggregated { path }
-        | Endpoint::Workspace { path, .. } => path,
-    };
-    let resource = match path {
-        ApiPath::Resource(resource) => Some(resource.clone()),
-        ApiPath::Legacy(segments) => parse_legacy_resource(segments),
-        _ => None,
-    };
-    !resource.is_some_and(|r| long_running(&r, method, raw_query))
-}
-
-/// kube-apiserver's `BasicLongRunningRequestCheck` for the API server: the
-/// verb is `watch`, or the subresource is one of the streaming ones.
-fn long_running(
-    resource: &ResourceRequest,
-    method: &http::Method,
-    raw_query: Option<&str>,
-) -> bool {
-    Verb::of_query(method, resource, raw_query) == Some(Verb::Watch)
-        || resource
-            .subresource
-            .as_deref()
-            .is_some_and(|s| LONG_RUNNING_SUBRESOURCES.contains(&s))
+/// Whether kube-apiserver's deadline filter reads this request's `timeout`:
+/// not bindery's own `/bind` API, and not a long-running request
+/// (kube-apiserver's `BasicLongRunningRequestCheck`: the verb is `watch`,
+/// or the subresource is one of the streaming ones).
+pub fn reads_timeout(resolved: &Resolved) -> bool {
+    if let Endpoint::Bind(_) = resolved.endpoint {
+        return false;
+    }
+    let streams = resolved
+        .resource()
+        .and_then(|resource| resource.subresource.as_deref())
+        .is_some_and(|s| LONG_RUNNING_SUBRESOURCES.contains(&s));
+    resolved.verb != Some(Verb::Watch) && !streams
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::route::parse;
 
     fn reads(method: &str, target: &str) -> bool {
-        let (path, query) = target.split_once('?').unwrap_or((target, ""));
-        reads_timeout(
-            &parse(path),
+        reads_timeout(&Resolved::of(
             &method.parse().unwrap(),
-            Some(query).filter(|q| !q.is_empty()),
-        )
+            &target.parse().unwrap(),
+        ))
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! ([`super::authn`]) and authorization ([`super::authz`]) follow; each is a
 //! small `Layer` so the stack reads like the request flow in docs/DESIGN.md.
 
-use crate::route::{Endpoint, endpoint_of};
+use crate::resolved::resolved_of;
+use crate::route::Endpoint;
 use crate::upstream::BoxBody;
 use futures::future::BoxFuture;
 use http::{HeaderValue, Request, Response};
@@ -65,7 +66,10 @@ where
             .unwrap_or_else(new_id);
         request.headers_mut().insert(REQUEST_ID, id.clone());
         let http2 = request.version() == http::Version::HTTP_2;
-        let aggregated = matches!(endpoint_of(&mut request), Endpoint::Aggregated { .. });
+        let aggregated = matches!(
+            resolved_of(&mut request).endpoint,
+            Endpoint::Aggregated { .. }
+        );
         let future = self.inner.call(request);
         Box::pin(async move {
             let mut response = future.await?;

@@ -8,7 +8,7 @@
 
 use super::layers::REQUEST_ID;
 use crate::metrics::requests::{KindLabels, PhaseLabels, RequestKind, RequestLabels, Served};
-use crate::route::endpoint_of;
+use crate::resolved::resolved_of;
 use crate::timing::{Phase, Trace, traced};
 use crate::upstream::BoxBody;
 use futures::future::BoxFuture;
@@ -59,12 +59,7 @@ where
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
         let (method, uri) = (request.method().clone(), request.uri().clone());
-        let kind = RequestKind::of(
-            endpoint_of(&mut request),
-            &method,
-            uri.query(),
-            content_type.as_deref(),
-        );
+        let kind = RequestKind::of(resolved_of(&mut request), &method, content_type.as_deref());
         let id = request
             .headers()
             .get(REQUEST_ID)
@@ -306,7 +301,12 @@ mod tests {
     #[tokio::test]
     async fn a_request_is_counted_once_its_body_is_sent_with_its_resource_only_when_served() {
         let path = "/apis/observe.test/v1/namespaces/a/things/x";
-        let kind = RequestKind::of(&crate::route::parse(path), &http::Method::GET, None, None);
+        let get = http::Method::GET;
+        let kind = RequestKind::of(
+            &crate::resolved::Resolved::of(&get, &path.parse().unwrap()),
+            &get,
+            None,
+        );
         let (named, unnamed) = (kind.labels(true), kind.labels(false));
         let before = (count(&named, "200"), count(&unnamed, "200"));
         let mut service = ObserveLayer.layer(handler(1500, true, Duration::from_millis(2)));

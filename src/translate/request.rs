@@ -20,8 +20,9 @@ use serde_json::Value;
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProviderRequest {
     pub method: http::Method,
-    /// Path, percent-encoded.
-    pub path: String,
+    /// The resource it is for, in provider terms: the watch cache is keyed
+    /// by it, and its path is made from it.
+    pub target: ResourceRequest,
     /// Query pairs, not yet encoded.
     pub query: Pairs,
     /// The Accept header: JSON, in the shape the caller negotiated.
@@ -33,13 +34,14 @@ pub struct ProviderRequest {
 impl ProviderRequest {
     /// The path with its query.
     pub fn uri(&self) -> String {
+        let path = self.target.path();
         if self.query.is_empty() {
-            return self.path.clone();
+            return path;
         }
         let query = form_urlencoded::Serializer::new(String::new())
             .extend_pairs(&self.query)
             .finish();
-        format!("{}?{query}", self.path)
+        format!("{path}?{query}")
     }
 }
 
@@ -101,7 +103,7 @@ pub fn request_down(
     tokens: &ContinueTokens,
     stored: Option<&Value>,
 ) -> Result<ProviderRequest, RequestError> {
-    let path = provider_path(bound, resource);
+    let target = provider_target(bound, resource);
     let mut query = Pairs::new();
     let mut method = match request.verb {
         Verb::Get | Verb::List | Verb::Watch => http::Method::GET,
@@ -164,7 +166,7 @@ pub fn request_down(
     }
     Ok(ProviderRequest {
         method,
-        path,
+        target,
         query,
         accept: upstream_accept(request.output.target),
         body,
@@ -252,47 +254,25 @@ fn json_body(value: &Value) -> (&'static str, Vec<u8>) {
     )
 }
 
-/// The provider path of a consumer's resource request.
-pub fn provider_path(bound: &BoundResource, request: &ResourceRequest) -> String {
-    let mut path = format!(
-        "/apis/{}/{}",
-        encode(&request.group),
-        encode(&request.version)
-    );
-    if request.watch_prefix {
-        path.push_str("/watch");
+/// The resource a consumer's resource request is for, in provider terms:
+/// its namespace the consumer's provider namespace (a cluster-scoped
+/// object's under `Namespaced` isolation), its name the provider's.
+pub fn provider_target(bound: &BoundResource, request: &ResourceRequest) -> ResourceRequest {
+    let namespace = match &request.namespace {
+        Some(namespace) => Some(bound.namespaces.to_provider(namespace)),
+        None => bound
+            .provider_namespace_of_cluster_scoped()
+            .map(str::to_string),
+    };
+    ResourceRequest {
+        group: request.group.clone(),
+        version: request.version.clone(),
+        namespace,
+        resource: request.resource.clone(),
+        name: request.name.as_ref().map(|name| bound.provider_name(name)),
+        subresource: request.subresource.clone(),
+        watch_prefix: request.watch_prefix,
     }
-    if let Some(ns) = &request.namespace {
-        path.push_str("/namespaces/");
-        path.push_str(&encode(&bound.namespaces.to_provider(ns)));
-    } else if let Some(ns) = bound.provider_namespace_of_cluster_scoped() {
-        path.push_str("/namespaces/");
-        path.push_str(&encode(ns));
-    }
-    path.push('/');
-    path.push_str(&encode(&request.resource));
-    if let Some(name) = &request.name {
-        path.push('/');
-        path.push_str(&encode(&bound.provider_name(name)));
-    }
-    if let Some(subresource) = &request.subresource {
-        path.push('/');
-        path.push_str(&encode(subresource));
-    }
-    path
-}
-
-/// Percent-encodes one path segment.
-pub fn encode(segment: &str) -> String {
-    let mut out = String::with_capacity(segment.len());
-    for byte in segment.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-._~:@!$&'()*+,;=".contains(&byte) {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -351,11 +331,11 @@ mod tests {
             watch_prefix: false,
         };
         assert_eq!(
-            provider_path(&g, &request(Some("g"))),
+            provider_target(&g, &request(Some("g"))).path(),
             "/apis/example.com/v1/namespaces/kube-bind-c1/gadgets/g"
         );
         assert_eq!(
-            provider_path(&g, &request(None)),
+            provider_target(&g, &request(None)).path(),
             "/apis/example.com/v1/namespaces/kube-bind-c1/gadgets"
         );
     }
@@ -374,7 +354,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            out.path,
+            out.target.path(),
             "/apis/example.com/v1/namespaces/kube-bind-c1-ns/widgets"
         );
         assert_eq!(
@@ -388,7 +368,7 @@ mod tests {
         assert_eq!(out.accept, "application/json");
         for query in ["labelSelector=a%3Db", "labelSelector=a%3Db&watch=yes"] {
             let out = down(http::Method::GET, ALL, query, &[], b"", &tokens).unwrap();
-            assert_eq!(out.path, "/apis/example.com/v1/widgets");
+            assert_eq!(out.target.path(), "/apis/example.com/v1/widgets");
             assert_eq!(
                 out.query[0],
                 (
@@ -531,11 +511,5 @@ mod tests {
         assert_eq!(content_type, "application/apply-patch+yaml");
         let value: Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(value["metadata"]["labels"]["bindery.dev/consumer"], "c1");
-    }
-
-    #[test]
-    fn segments_are_encoded() {
-        assert_eq!(encode("a b/c"), "a%20b%2Fc");
-        assert_eq!(encode("x.y-z"), "x.y-z");
     }
 }

@@ -12,14 +12,16 @@ use crate::claim_referrers::{Referrers, namespace_map};
 use crate::forward::answer::{Shape, answer_up, event_up};
 use crate::forward::encode::{self, ErrorForm};
 use crate::forward::request::{ApiRequest, Incoming, Options};
-use crate::proxy::{decoded_query, watch};
+use crate::percent::encode_segment as encode;
+use crate::proxy::watch;
+use crate::resolved::Resolved;
 use crate::route::{ConsumerId, ResourceRequest, Verb};
 use crate::status::ApiError;
 use crate::translate::claim_references::Pick;
 use crate::translate::claimed::{CheckedApart, ClaimedView, ClaimedWatch};
-use crate::translate::request::{encode, include_object, upstream_accept};
+use crate::translate::request::{include_object, upstream_accept};
 use crate::upstream::{BoxBody, KubeUpstream, Upstream};
-use crate::wire::query::Pairs;
+use crate::wire::query::{Pairs, Query};
 use crate::wire::restful;
 use bytes::Bytes;
 use http::Response;
@@ -40,13 +42,13 @@ pub struct ClaimedTarget<'a> {
 pub async fn serve(
     app: &App,
     target: &ClaimedTarget<'_>,
-    request: ResourceRequest,
+    resolved: &Resolved,
     parts: &http::request::Parts,
     body: Bytes,
 ) -> Result<Response<BoxBody>, ApiError> {
-    let errors = ErrorForm::of(&parts.headers, parts.uri.query());
+    let errors = ErrorForm::of(&parts.headers, Some(&resolved.query));
     Ok(
-        match answer(app, target, &request, parts, &body, errors).await {
+        match answer(app, target, resolved, parts, &body, errors).await {
             Ok(response) => response,
             Err(error) => errors.error(&error),
         },
@@ -56,12 +58,13 @@ pub async fn serve(
 async fn answer(
     app: &App,
     target: &ClaimedTarget<'_>,
-    request: &ResourceRequest,
+    resolved: &Resolved,
     parts: &http::request::Parts,
     body: &Bytes,
     errors: ErrorForm,
 ) -> Result<Response<BoxBody>, ApiError> {
-    let verb = Verb::of_query(&parts.method, request, parts.uri.query());
+    let request = resolved.resource().ok_or_else(ApiError::page_not_found)?;
+    let verb = resolved.verb;
     let only = (request.group.as_str(), request.resource.as_str());
     let claims = accepted_claims(app, target, Some(only)).await?;
     if claims.is_empty() || request.subresource.is_some() {
@@ -81,7 +84,8 @@ async fn answer(
     let incoming = Incoming {
         method: &parts.method,
         resource: request,
-        query: parts.uri.query(),
+        query: &resolved.query,
+        verb,
         headers: &parts.headers,
         body,
         kind: &kind,
@@ -96,7 +100,7 @@ async fn answer(
     let api = ApiRequest::parse_with(&incoming, restful::rules(&request.group))?
         .ok_or_else(not_allowed)?;
     let view = ClaimedView::new(with_picks(app, target, claims).await?);
-    let paths = UpstreamPaths::of(request, &parts.uri);
+    let paths = UpstreamPaths::of(request, &resolved.query);
     match api.verb {
         Verb::Get | Verb::List | Verb::Watch => {
             let read = Read {
@@ -135,12 +139,12 @@ pub struct UpstreamPaths {
     pub collection: String,
     /// The object when the request names one, else the collection.
     pub target: String,
-    /// The caller's query, decoded.
-    pub query: Vec<(String, String)>,
+    /// The caller's query, as resolved.
+    pub query: Query,
 }
 
 impl UpstreamPaths {
-    fn of(request: &ResourceRequest, uri: &http::Uri) -> Self {
+    fn of(request: &ResourceRequest, query: &Query) -> Self {
         let mut collection = if request.group.is_empty() {
             format!("/api/{}", encode(&request.version))
         } else {
@@ -161,7 +165,7 @@ impl UpstreamPaths {
         Self {
             collection,
             target,
-            query: decoded_query(uri),
+            query: query.clone(),
         }
     }
 }
@@ -310,14 +314,9 @@ fn with_query(path: &str, query: &Pairs) -> String {
 async fn resumed_state(
     app: &kube::Client,
     collection: &str,
-    query: &[(String, String)],
+    query: &Query,
 ) -> Option<serde_json::Value> {
-    let get = |k: &str| {
-        query
-            .iter()
-            .find(|(key, _)| key == k)
-            .map(|(_, v)| v.as_str())
-    };
+    let get = |k: &str| query.first(k);
     let version = get("resourceVersion").filter(|v| !v.is_empty() && *v != "0")?;
     if get("sendInitialEvents") == Some("true") {
         return None;

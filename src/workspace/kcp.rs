@@ -15,12 +15,14 @@ use crate::controllers::ownership::Ours;
 use crate::forward::answer::{Shape, View, Visibility, answer_up, event_up, status_up};
 use crate::forward::encode::{self, ErrorForm};
 use crate::forward::request::{ApiRequest, Incoming, Options};
+use crate::proxy::provider;
 use crate::proxy::watch;
+use crate::resolved::Resolved;
 use crate::route::{ConsumerId, ResourceRequest, Verb};
 use crate::status::ApiError;
 use crate::translate::continue_token::ContinueTokens;
 use crate::translate::kcp;
-use crate::translate::request::encode as encode_segment;
+use crate::translate::request::ProviderRequest;
 use crate::upstream::BoxBody;
 use crate::wire::query::{ListOptions, Pairs};
 use crate::wire::selector::{
@@ -35,7 +37,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The provider's exports, which the bindings are made from.
-const EXPORTS: &str = "/apis/kube-bind.io/v1alpha2";
+const EXPORT_GROUP: &str = "kube-bind.io";
+const EXPORT_API_VERSION: &str = "v1alpha2";
+const EXPORT_RESOURCE: &str = "apiserviceexports";
 const EXPORT_KIND: &str = "APIServiceExport";
 const EXPORT_VERSION: &str = "kube-bind.io/v1alpha2";
 /// How long a watch of the endpoint slice (which never changes) stays open
@@ -63,9 +67,10 @@ pub async fn serve(
     app: &App,
     target: &super::target::Target,
     at: &At,
-    request: ResourceRequest,
+    resolved: &Resolved,
     parts: &http::request::Parts,
 ) -> Result<Response<BoxBody>, ApiError> {
+    let request = resolved.resource().ok_or_else(ApiError::page_not_found)?;
     let resource = match at {
         At::Root => kcp::SLICES,
         At::Every | At::One(_) => kcp::BINDINGS,
@@ -77,7 +82,7 @@ pub async fn serve(
     {
         return Err(ApiError::page_not_found());
     }
-    let verb = Verb::of_query(&parts.method, &request, parts.uri.query());
+    let verb = resolved.verb;
     let read = matches!(verb, Some(Verb::Get | Verb::List | Verb::Watch))
         && matches!(parts.method, Method::GET | Method::HEAD);
     if !read {
@@ -93,8 +98,9 @@ pub async fn serve(
     };
     let incoming = Incoming {
         method: &parts.method,
-        resource: &request,
-        query: parts.uri.query(),
+        resource: request,
+        query: &resolved.query,
+        verb,
         headers: &parts.headers,
         body: &[],
         kind,
@@ -108,8 +114,8 @@ pub async fn serve(
     let (labels, fields) = selectors(&api)?;
     let selection = Selection { labels, fields };
     match at {
-        At::Root => slices(app, target, &request, &api, &selection, parts),
-        At::Every | At::One(_) => bindings(app, target, at, &request, &api, selection, parts).await,
+        At::Root => slices(app, target, request, &api, &selection, parts),
+        At::Every | At::One(_) => bindings(app, target, at, resolved, &api, selection, parts).await,
     }
 }
 
@@ -253,12 +259,13 @@ async fn bindings(
     app: &App,
     target: &super::target::Target,
     at: &At,
-    request: &ResourceRequest,
+    resolved: &Resolved,
     api: &ApiRequest,
     selection: Selection,
     parts: &http::request::Parts,
 ) -> Result<Response<BoxBody>, ApiError> {
-    let errors = ErrorForm::of(&parts.headers, parts.uri.query());
+    let request = resolved.resource().ok_or_else(ApiError::page_not_found)?;
+    let errors = ErrorForm::of(&parts.headers, Some(&resolved.query));
     let name = target
         .export_name
         .clone()
@@ -276,80 +283,16 @@ async fn bindings(
         tokens: app.proxy.tokens.clone(),
         scope: scope.clone(),
     });
-    let collection = match (at, &target.namespace) {
-        (At::One(_), Some(namespace)) => format!(
-            "{EXPORTS}/namespaces/{}/apiserviceexports",
-            encode_segment(namespace)
-        ),
-        (At::One(_), None) => return Err(ApiError::page_not_found()),
-        _ => format!("{EXPORTS}/apiserviceexports"),
+    let tokens = |token: &str| {
+        app.proxy.tokens.open(&scope, token).map_err(|e| {
+            ApiError::bad_request(format!(
+                "invalid continue token: continue key is not valid: {e}"
+            ))
+        })
     };
-    let mut query = Pairs::new();
-    let path = match (&api.options, &request.name) {
-        (Options::Get(options), Some(asked)) => {
-            if !matches!(at, At::One(_)) {
-                // A name is one consumer's: get it at clusters/<consumer>/.
-                return Err(ApiError::method_not_allowed(
-                    "get",
-                    kcp::GROUP,
-                    kcp::BINDINGS,
-                ));
-            }
-            if *asked != name {
-                return Err(ApiError::object_not_found(kcp::GROUP, kcp::BINDINGS, asked));
-            }
-            options.encode(&mut query);
-            format!("{collection}/{}", encode_segment(&name))
-        }
-        (Options::List(options), None) => {
-            let mut options: ListOptions = options.clone();
-            options.label_selector = String::new();
-            options.field_selector = format!(
-                "metadata.name={}",
-                crate::wire::selector::escape_field_value(&name)
-            );
-            if !options.continue_token.is_empty() {
-                options.continue_token = app
-                    .proxy
-                    .tokens
-                    .open(&scope, &options.continue_token)
-                    .map_err(|e| {
-                        ApiError::bad_request(format!(
-                            "invalid continue token: continue key is not valid: {e}"
-                        ))
-                    })?;
-            }
-            options.encode(&mut query);
-            collection
-        }
-        _ => return Err(ApiError::page_not_found()),
-    };
-    let uri = if query.is_empty() {
-        path
-    } else {
-        format!(
-            "{path}?{}",
-            form_urlencoded::Serializer::new(String::new())
-                .extend_pairs(&query)
-                .finish()
-        )
-    };
-    let mut upstream = http::Request::builder()
-        .method(Method::GET)
-        .uri(uri)
-        .header(ACCEPT, "application/json");
-    if let Some(agent) = parts.headers.get(USER_AGENT) {
-        upstream = upstream.header(USER_AGENT, agent);
-    }
-    let upstream = upstream
-        .body(Bytes::new())
-        .map_err(|e| ApiError::internal(e.to_string()))?;
-    let response = app
-        .proxy
-        .upstream
-        .send(upstream)
-        .await
-        .map_err(|e| ApiError::unavailable(format!("the provider cannot be reached: {e}")))?;
+    let provider = exports_read(target, at, request, api, &name, tokens)?;
+    let sent = provider::http_request(&provider, parts.headers.get(USER_AGENT), [])?;
+    let response = provider::read_through(app.proxy.upstream.as_ref(), &provider, sent).await?;
     let shape = Shape::of(api, None, EXPORT_KIND, EXPORT_VERSION);
     let status = response.status();
     let json = response
@@ -360,20 +303,8 @@ async fn bindings(
         return Err(crate::forward::answer::unreadable("the provider"));
     }
     if api.verb == Verb::Watch && status.is_success() {
-        let media = api.output.media;
-        let body = watch::translate_stream(
-            response.into_body(),
-            Box::new(move |event| {
-                let mut event = event_up(view.as_ref(), &shape, event)?;
-                if event["type"] == "BOOKMARK" {
-                    event["object"]["kind"] = json!(kcp::BINDING_KIND);
-                    event["object"]["apiVersion"] = json!(kcp::api_version());
-                }
-                encode::event(&event, media)
-            }),
-            app.proxy.shutdown.clone(),
-        );
-        return Ok(encode::watch_response(status, body, media));
+        let shutdown = app.proxy.shutdown.clone();
+        return Ok(watched(response, view, shape, api.output.media, shutdown));
     }
     let bytes = response
         .into_body()
@@ -382,23 +313,7 @@ async fn bindings(
         .map_err(|e| ApiError::unavailable(format!("reading the provider's answer: {e}")))?
         .to_bytes();
     if !status.is_success() {
-        return Ok(match status.as_u16() {
-            404 if api.verb == Verb::Get => errors.error(&ApiError::object_not_found(
-                kcp::GROUP,
-                kcp::BINDINGS,
-                &name,
-            )),
-            code @ (400 | 410 | 422) => {
-                let value: Value = crate::deep::from_slice(&bytes)
-                    .map_err(|_| crate::forward::answer::unreadable("the provider"))?;
-                let status = status_up(view.as_ref(), &value)
-                    .ok_or_else(|| crate::forward::answer::unreadable("the provider"))?;
-                errors.status(code, &status)
-            }
-            _ => errors.error(&ApiError::unavailable(
-                "the provider cannot list the export's consumers now",
-            )),
-        });
+        return refused(status.as_u16(), &bytes, api, view.as_ref(), &name, errors);
     }
     let mut answer =
         answer_up(view.as_ref(), &shape, status.as_u16(), &bytes).map_err(|refused| {
@@ -411,6 +326,123 @@ async fn bindings(
         answer.value["apiVersion"] = json!(kcp::api_version());
     }
     respond(&answer.value, api)
+}
+
+/// The provider's watch of the exports as a watch of the bindings.
+fn watched(
+    response: Response<BoxBody>,
+    view: Arc<Bindings>,
+    shape: Shape,
+    media: crate::wire::accept::Media,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Response<BoxBody> {
+    let status = response.status();
+    let body = watch::translate_stream(
+        response.into_body(),
+        Box::new(move |event| {
+            let mut event = event_up(view.as_ref(), &shape, event)?;
+            if event["type"] == "BOOKMARK" {
+                event["object"]["kind"] = json!(kcp::BINDING_KIND);
+                event["object"]["apiVersion"] = json!(kcp::api_version());
+            }
+            encode::event(&event, media)
+        }),
+        shutdown,
+    );
+    encode::watch_response(status, body, media)
+}
+
+/// The provider's refusal (`code`, `body`) of the read of the exports
+/// behind the bindings, as the bindings' own.
+fn refused(
+    code: u16,
+    body: &[u8],
+    api: &ApiRequest,
+    view: &Bindings,
+    name: &str,
+    errors: ErrorForm,
+) -> Result<Response<BoxBody>, ApiError> {
+    Ok(match code {
+        404 if api.verb == Verb::Get => {
+            errors.error(&ApiError::object_not_found(kcp::GROUP, kcp::BINDINGS, name))
+        }
+        400 | 410 | 422 => {
+            let value: Value = crate::deep::from_slice(body)
+                .map_err(|_| crate::forward::answer::unreadable("the provider"))?;
+            let status = status_up(view, &value)
+                .ok_or_else(|| crate::forward::answer::unreadable("the provider"))?;
+            errors.status(code, &status)
+        }
+        _ => errors.error(&ApiError::unavailable(
+            "the provider cannot list the export's consumers now",
+        )),
+    })
+}
+
+/// The provider's read of the exports behind the bindings `request` asks
+/// for: the one named `name` (on a consumer's path, in its cluster
+/// namespace), or those named so, listed across namespaces with the
+/// caller's continue token opened by `open_token`.
+fn exports_read(
+    target: &super::target::Target,
+    at: &At,
+    request: &ResourceRequest,
+    api: &ApiRequest,
+    name: &str,
+    open_token: impl Fn(&str) -> Result<String, ApiError>,
+) -> Result<ProviderRequest, ApiError> {
+    let namespace = match (at, &target.namespace) {
+        (At::One(_), Some(namespace)) => Some(namespace.clone()),
+        (At::One(_), None) => return Err(ApiError::page_not_found()),
+        _ => None,
+    };
+    let mut exports = ResourceRequest {
+        group: EXPORT_GROUP.into(),
+        version: EXPORT_API_VERSION.into(),
+        namespace,
+        resource: EXPORT_RESOURCE.into(),
+        name: None,
+        subresource: None,
+        watch_prefix: false,
+    };
+    let mut query = Pairs::new();
+    match (&api.options, &request.name) {
+        (Options::Get(options), Some(asked)) => {
+            if !matches!(at, At::One(_)) {
+                // A name is one consumer's: get it at clusters/<consumer>/.
+                return Err(ApiError::method_not_allowed(
+                    "get",
+                    kcp::GROUP,
+                    kcp::BINDINGS,
+                ));
+            }
+            if asked != name {
+                return Err(ApiError::object_not_found(kcp::GROUP, kcp::BINDINGS, asked));
+            }
+            options.encode(&mut query);
+            exports.name = Some(name.to_string());
+        }
+        (Options::List(options), None) => {
+            let mut options: ListOptions = options.clone();
+            options.label_selector = String::new();
+            options.field_selector = format!(
+                "metadata.name={}",
+                crate::wire::selector::escape_field_value(name)
+            );
+            if !options.continue_token.is_empty() {
+                options.continue_token = open_token(&options.continue_token)?;
+            }
+            options.encode(&mut query);
+        }
+        _ => return Err(ApiError::page_not_found()),
+    }
+    Ok(ProviderRequest {
+        method: Method::GET,
+        target: exports,
+        query,
+        accept: "application/json".into(),
+        body: None,
+    })
 }
 
 /// The provider's exports as the consumers' APIBindings: an export shows

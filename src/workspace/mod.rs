@@ -24,13 +24,14 @@ pub mod wildcard;
 use crate::app::App;
 use crate::catalog::ConsumerView;
 use crate::proxy::error;
+use crate::resolved::Resolved;
 use crate::route::{ApiPath, ConsumerId};
 use crate::status::ApiError;
 use crate::translate::workspace::without_consumer_annotation;
 use crate::upstream::BoxBody;
 use bytes::Bytes;
 use http::Response;
-use target::{Target, resource_of};
+use target::Target;
 
 /// Where in the workspace a request is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,11 +68,11 @@ pub async fn serve(
     app: &App,
     target: &Target,
     at: At,
-    path: ApiPath,
+    resolved: &Resolved,
     parts: http::request::Parts,
     body: Bytes,
 ) -> Response<BoxBody> {
-    match try_serve(app, target, at, path, parts, body).await {
+    match try_serve(app, target, at, resolved, parts, body).await {
         Ok(response) => response,
         Err(e) => error(&e),
     }
@@ -81,15 +82,18 @@ async fn try_serve(
     app: &App,
     target: &Target,
     at: At,
-    path: ApiPath,
+    resolved: &Resolved,
     parts: http::request::Parts,
     body: Bytes,
 ) -> Result<Response<BoxBody>, ApiError> {
+    let Some(path) = resolved.endpoint.api_path() else {
+        return Err(ApiError::page_not_found());
+    };
     // The kcp dialect: the export's root serves only its endpoint slice,
     // which exists before any consumer binds (with its one URL).
-    let resource = resource_of(&path);
-    if let Some(request) = resource.as_ref().filter(|r| kcp::names_kcp(r)) {
-        return kcp::serve(app, target, &at, request.clone(), &parts).await;
+    let resource = resolved.resource();
+    if resource.is_some_and(kcp::names_kcp) {
+        return kcp::serve(app, target, &at, resolved, &parts).await;
     }
     if at == At::Root {
         let root_document = matches!(
@@ -106,7 +110,7 @@ async fn try_serve(
             return Err(ApiError::page_not_found());
         }
         let specs = || kcp::specs_at(&At::Root);
-        let mut document = crate::documents::document_of(specs, &path, &parts.headers).flatten();
+        let mut document = crate::documents::document_of(specs, path, &parts.headers).flatten();
         if let Some(document) = document.as_mut() {
             crate::translate::kcp::narrow_verbs(document.value_mut());
         }
@@ -127,10 +131,10 @@ async fn try_serve(
         return Err(ApiError::page_not_found());
     };
     let Some(request) = resource else {
-        return documents(app, first, &at, export_name, &path, &parts).await;
+        return documents(app, first, &at, export_name, path, &parts).await;
     };
     let Some(consumer) = consumer else {
-        return wildcard::serve(app, &target.key, request, parts).await;
+        return wildcard::serve(app, &target.key, resolved, parts).await;
     };
     if first.find(&request.group, &request.resource).is_none() {
         // Not an exported resource: perhaps a claimed one of the consumer's.
@@ -139,10 +143,10 @@ async fn try_serve(
             cluster_namespace: &first.cluster_namespace,
             export: export_name,
         };
-        return claimed::serve(app, &target, request, &parts, body).await;
+        return claimed::serve(app, &target, resolved, &parts, body).await;
     }
     let body = without_consumer_annotation(&body).map_or(body, Bytes::from);
-    Ok(app.proxy.serve(first, request, parts, body).await)
+    Ok(app.proxy.serve(first, resolved, parts, body).await)
 }
 
 /// Discovery and OpenAPI: the export's resources, and on one consumer's

@@ -9,7 +9,8 @@
 use crate::auth::RequestUser;
 use crate::authz::attributes::Attributes;
 use crate::catalog::Catalog;
-use crate::route::{ApiPath, ConsumerId, ResourceRequest, Verb, parse_legacy_resource};
+use crate::resolved::Resolved;
+use crate::route::{ConsumerId, ResourceRequest, Verb};
 
 /// The group, version and resource whose `content` subresource the
 /// workspace is authorized on.
@@ -54,15 +55,9 @@ impl Target {
     /// export is named by its name, or by the path's key when it is not
     /// found: a caller the provider would not let in then gets 403, and
     /// learns nothing about which exports exist.
-    pub fn attributes(
-        &self,
-        user: RequestUser,
-        method: &http::Method,
-        path: &ApiPath,
-        query: Option<&str>,
-    ) -> Option<Attributes> {
-        let verb = match resource_of(path) {
-            Some(request) => Verb::of_query(method, &request, query)?,
+    pub fn attributes(&self, user: RequestUser, resolved: &Resolved) -> Option<Attributes> {
+        let verb = match resolved.resource() {
+            Some(_) => resolved.verb?,
             None => Verb::Get,
         };
         let content = ResourceRequest {
@@ -78,26 +73,15 @@ impl Target {
     }
 }
 
-/// The resource a workspace path names; core-group paths (`/api/v1/...`)
-/// name claimed resources only.
-pub fn resource_of(path: &ApiPath) -> Option<ResourceRequest> {
-    match path {
-        ApiPath::Resource(request) => Some(request.clone()),
-        ApiPath::Legacy(segments) => parse_legacy_resource(segments),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::route::{Endpoint, parse};
+    use crate::route::Endpoint;
 
-    fn workspace_path(path: &str) -> ApiPath {
-        match parse(path) {
-            Endpoint::Workspace { path, .. } => path,
-            other => panic!("{other:?}"),
-        }
+    fn workspace(method: http::Method, uri: &str) -> Resolved {
+        let resolved = Resolved::of(&method, &uri.parse().unwrap());
+        assert!(matches!(resolved.endpoint, Endpoint::Workspace { .. }));
+        resolved
     }
 
     fn target(export_name: Option<&str>, namespace: Option<&str>) -> Target {
@@ -111,11 +95,12 @@ mod tests {
 
     #[test]
     fn the_verb_asked_is_on_the_exports_content() {
-        let path = workspace_path(
+        let patch = workspace(
+            http::Method::PATCH,
             "/services/export/e/clusters/c1/apis/db.example.com/v1/namespaces/default/things/x",
         );
         let attributes = target(Some("pg"), Some("kube-bind-c1"))
-            .attributes(RequestUser::default(), &http::Method::PATCH, &path, None)
+            .attributes(RequestUser::default(), &patch)
             .unwrap();
         assert_eq!(attributes.verb, Verb::Patch);
         assert_eq!(
@@ -132,14 +117,12 @@ mod tests {
 
     #[test]
     fn every_consumer_is_asked_cluster_wide_and_a_missing_export_by_its_key() {
-        let path = workspace_path("/services/export/e/clusters/*/apis/db.example.com/v1/things");
+        let watch = workspace(
+            http::Method::GET,
+            "/services/export/e/clusters/*/apis/db.example.com/v1/things?watch=1",
+        );
         let attributes = target(None, None)
-            .attributes(
-                RequestUser::default(),
-                &http::Method::GET,
-                &path,
-                Some("watch=1"),
-            )
+            .attributes(RequestUser::default(), &watch)
             .unwrap();
         assert_eq!(attributes.verb, Verb::Watch);
         assert_eq!(attributes.namespace, None);
@@ -148,20 +131,18 @@ mod tests {
 
     #[test]
     fn discovery_is_a_get_and_unknown_methods_ask_nothing() {
-        let discovery = workspace_path("/services/export/e/clusters/*/apis");
+        let discovery = workspace(http::Method::GET, "/services/export/e/clusters/*/apis");
         let attributes = target(Some("pg"), None)
-            .attributes(RequestUser::default(), &http::Method::GET, &discovery, None)
+            .attributes(RequestUser::default(), &discovery)
             .unwrap();
         assert_eq!(attributes.verb, Verb::Get);
-        let resource = workspace_path("/services/export/e/clusters/*/apis/g/v1/things");
+        let options = workspace(
+            http::Method::OPTIONS,
+            "/services/export/e/clusters/*/apis/g/v1/things",
+        );
         assert!(
             target(Some("pg"), None)
-                .attributes(
-                    RequestUser::default(),
-                    &http::Method::OPTIONS,
-                    &resource,
-                    None
-                )
+                .attributes(RequestUser::default(), &options)
                 .is_none()
         );
     }

@@ -15,19 +15,21 @@ use crate::catalog::watch::SharedCatalog;
 use crate::forward::answer::{Shape, View, Visibility, answer_up, event_up};
 use crate::forward::encode::{self, ErrorForm};
 use crate::forward::request::{ApiRequest, Incoming};
+use crate::proxy::provider;
 use crate::proxy::watch;
+use crate::resolved::Resolved;
 use crate::route::{ResourceRequest, Verb};
 use crate::status::ApiError;
 use crate::translate::BoundResource;
 use crate::translate::continue_token::{ContinueTokens, TokenError};
 use crate::translate::identity::EXPORT_LABEL;
-use crate::translate::request::{encode as encode_segment, include_object, upstream_accept};
+use crate::translate::request::{ProviderRequest, include_object, upstream_accept};
 use crate::translate::workspace::Consumers;
 use crate::upstream::{BoxBody, Upstream};
 use crate::wire::accept::{Output, Target};
 use crate::wire::query::{ListOptions, Pairs};
 use bytes::{Bytes, BytesMut};
-use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
+use http::header::{CONTENT_TYPE, USER_AGENT};
 use http::{Method, Response, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::Value;
@@ -250,6 +252,36 @@ enum Cut {
 }
 
 impl Following {
+    /// A watch of `request` across the export's consumers, `shown` as the
+    /// catalog's generation they were read at, asked as `api`.
+    fn of(
+        app: &App,
+        export: &str,
+        request: ResourceRequest,
+        (generation, shown): (u64, Shown),
+        view: Arc<Everyone>,
+        shape: Shape,
+        api: &ApiRequest,
+    ) -> Result<Self, ApiError> {
+        let options = api
+            .list_options()
+            .ok_or_else(|| ApiError::internal("a watch without list options"))?;
+        Ok(Following {
+            upstream: app.proxy.upstream.clone(),
+            catalog: app.catalog.clone(),
+            export: export.to_string(),
+            request,
+            generation,
+            shown,
+            view,
+            shape,
+            output: api.output,
+            label_selector: options.label_selector.clone(),
+            field_selector: options.field_selector.clone(),
+            standing: Standing::of(options),
+        })
+    }
+
     /// Follows the catalog: when the export's consumers changed since the
     /// last look, the events that make the watcher's cache what a list at
     /// its version would now show. Each consumer that left takes its
@@ -328,14 +360,15 @@ impl Following {
         };
         let mut query = Pairs::new();
         options.encode(&mut query);
-        let uri = collection_uri(&self.request, &query);
-        let list = http::Request::builder()
-            .method(Method::GET)
-            .uri(uri)
-            .header(ACCEPT, "application/json")
-            .body(Bytes::new())
-            .ok()?;
-        let response = match self.upstream.send(list).await {
+        let list = ProviderRequest {
+            method: Method::GET,
+            target: collection_of(&self.request),
+            query,
+            accept: "application/json".into(),
+            body: None,
+        };
+        let sent = provider::http_request(&list, None, []).ok()?;
+        let response = match provider::read_through(self.upstream.as_ref(), &list, sent).await {
             Ok(response) if response.status().is_success() => response,
             Ok(response) => {
                 tracing::debug!(status = %response.status(), %version, "the exact list was refused");
@@ -461,18 +494,19 @@ impl Following {
 pub async fn serve(
     app: &App,
     export: &str,
-    request: ResourceRequest,
+    resolved: &Resolved,
     parts: http::request::Parts,
 ) -> Result<Response<BoxBody>, ApiError> {
-    let errors = ErrorForm::of(&parts.headers, parts.uri.query());
+    let request = resolved.resource().ok_or_else(ApiError::page_not_found)?;
+    let errors = ErrorForm::of(&parts.headers, Some(&resolved.query));
     let (generation, bounds) = app
         .catalog
-        .read(|c| (c.generation(), bounds_of(c, export, &request)));
+        .read(|c| (c.generation(), bounds_of(c, export, request)));
     let Some(first) = bounds.first().cloned() else {
         return Err(ApiError::page_not_found());
     };
     // Only lists and watches: anything else needs a consumer's path.
-    let verb = Verb::of_query(&parts.method, &request, parts.uri.query());
+    let verb = resolved.verb;
     if !matches!(verb, Some(Verb::List | Verb::Watch)) || parts.method != Method::GET {
         return Err(ApiError::method_not_allowed(
             parts.method.as_str(),
@@ -482,8 +516,9 @@ pub async fn serve(
     }
     let incoming = Incoming {
         method: &parts.method,
-        resource: &request,
-        query: parts.uri.query(),
+        resource: request,
+        query: &resolved.query,
+        verb,
         headers: &parts.headers,
         body: &[],
         kind: &first.kind,
@@ -507,23 +542,9 @@ pub async fn serve(
         tokens: app.proxy.tokens.clone(),
         scope: scope.clone(),
     });
-    let uri = provider_uri(app, &request, &api, &scope)?;
-    let mut upstream = http::Request::builder()
-        .method(Method::GET)
-        .uri(uri)
-        .header(ACCEPT, upstream_accept(api.output.target));
-    if let Some(agent) = parts.headers.get(USER_AGENT) {
-        upstream = upstream.header(USER_AGENT, agent);
-    }
-    let upstream = upstream
-        .body(Bytes::new())
-        .map_err(|e| ApiError::internal(e.to_string()))?;
-    let response = app
-        .proxy
-        .upstream
-        .send(upstream)
-        .await
-        .map_err(|e| ApiError::unavailable(format!("the provider cannot be reached: {e}")))?;
+    let provider = provider_list(app, request, &api, &scope)?;
+    let sent = provider::http_request(&provider, parts.headers.get(USER_AGENT), [])?;
+    let response = provider::read_through(app.proxy.upstream.as_ref(), &provider, sent).await?;
     let api_version = format!("{}/{}", request.group, request.version);
     let shape = Shape::of(&api, None, &first.kind, &api_version);
     let status = response.status();
@@ -535,27 +556,26 @@ pub async fn serve(
         if !json {
             return Err(crate::forward::answer::unreadable("the provider"));
         }
-        let options = api
-            .list_options()
-            .ok_or_else(|| ApiError::internal("a watch without list options"))?;
-        let following = Following {
-            upstream: app.proxy.upstream.clone(),
-            catalog: app.catalog.clone(),
-            export: export.to_string(),
-            request,
-            generation,
-            shown,
-            view,
-            shape,
-            output: api.output,
-            label_selector: options.label_selector.clone(),
-            field_selector: options.field_selector.clone(),
-            standing: Standing::of(options),
-        };
+        let shown = (generation, shown);
+        let following = Following::of(app, export, request.clone(), shown, view, shape, &api)?;
         let body = following.run(response.into_body(), app.proxy.shutdown.clone());
         let media = api.output.media;
         return Ok(encode::watch_response(status, body, media));
     }
+    listed(response, json, view.as_ref(), &shape, &api, errors).await
+}
+
+/// The provider's answer to a list across every consumer, as the caller
+/// sees it.
+async fn listed(
+    response: http::Response<BoxBody>,
+    json: bool,
+    view: &Everyone,
+    shape: &Shape,
+    api: &ApiRequest,
+    errors: ErrorForm,
+) -> Result<Response<BoxBody>, ApiError> {
+    let status = response.status();
     let bytes = response
         .into_body()
         .collect()
@@ -565,7 +585,7 @@ pub async fn serve(
     if !json {
         return Err(crate::forward::answer::unreadable("the provider"));
     }
-    let answer = answer_up(view.as_ref(), &shape, status.as_u16(), &bytes).map_err(|refused| {
+    let answer = answer_up(view, shape, status.as_u16(), &bytes).map_err(|refused| {
         refused.to_error("the provider", || {
             crate::forward::answer::unreadable("the provider")
         })
@@ -587,12 +607,12 @@ pub async fn serve(
 /// its label selector narrowed to objects of any export (others are
 /// dropped on the way back), a namespace selector refused (a namespace is
 /// one consumer's), its continue token opened.
-fn provider_uri(
+fn provider_list(
     app: &App,
     request: &ResourceRequest,
     api: &ApiRequest,
     scope: &str,
-) -> Result<String, ApiError> {
+) -> Result<ProviderRequest, ApiError> {
     let mut options = api
         .list_options()
         .cloned()
@@ -623,20 +643,26 @@ fn provider_uri(
     let mut query = Pairs::new();
     options.encode(&mut query);
     query.extend(include_object(api));
-    Ok(collection_uri(request, &query))
+    Ok(ProviderRequest {
+        method: Method::GET,
+        target: collection_of(request),
+        query,
+        accept: upstream_accept(api.output.target),
+        body: None,
+    })
 }
 
 /// The provider's collection of `request`'s resource across namespaces.
-fn collection_uri(request: &ResourceRequest, query: &Pairs) -> String {
-    format!(
-        "/apis/{}/{}/{}?{}",
-        encode_segment(&request.group),
-        encode_segment(&request.version),
-        encode_segment(&request.resource),
-        form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(query)
-            .finish()
-    )
+fn collection_of(request: &ResourceRequest) -> ResourceRequest {
+    ResourceRequest {
+        group: request.group.clone(),
+        version: request.version.clone(),
+        namespace: None,
+        resource: request.resource.clone(),
+        name: None,
+        subresource: None,
+        watch_prefix: false,
+    }
 }
 
 #[cfg(test)]

@@ -232,7 +232,9 @@ async fn send(
         watch_prefix: false,
     };
     let (parts, body) = request.into_parts();
-    let response = proxy.serve(view, resource, parts, body).await;
+    let resolved = bindery::resolved::Resolved::of(&parts.method, &parts.uri);
+    assert_eq!(resolved.resource(), Some(&resource));
+    let response = proxy.serve(view, &resolved, parts, body).await;
     let status = response.status().as_u16();
     let mut body = response.into_body();
     // A watch never ends by itself: what came in its first seconds.

@@ -64,7 +64,11 @@ pub fn build_from(folder: &str, name: &str, needs: &str) -> PathBuf {
         return binary;
     }
     std::fs::create_dir_all(&dir).expect("create the oracles directory");
-    let partial = dir.join(format!("{name}.{}.partial", std::process::id()));
+    // Unique to this build: tests of one process may build one oracle at
+    // once, and each moves only its own file into place.
+    static BUILDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let build = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let partial = dir.join(format!("{name}.{}.{build}.partial", std::process::id()));
     let out = Command::new(go_binary(name))
         .args(["build", "-o"])
         .arg(&partial)

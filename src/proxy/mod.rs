@@ -789,6 +789,8 @@ impl Exchange<'_> {
 
     /// The HTTP request for `provider`.
     fn build(&self, provider: &ProviderRequest) -> Result<http::Request<Bytes>, Failure> {
+        // Lists and watches too, in a namespace of the consumer's: the
+        // provider's priority and fairness then tells consumers apart.
         let impersonation = match self.impersonated() {
             true => Some(self.bound().impersonation()),
             false => None,

@@ -7,7 +7,6 @@
 
 use crate::route::{ApiPath, Endpoint, ResourceRequest, Verb, parse, parse_legacy_resource};
 use crate::wire::query::{ListOptions, Query};
-use std::borrow::Cow;
 
 /// A request, resolved.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,15 +63,6 @@ pub fn resolved_of<B>(request: &mut http::Request<B>) -> &Resolved {
         .extensions()
         .get::<Resolved>()
         .expect("the resolved request was just kept")
-}
-
-/// The request of `parts` resolved: as the layers kept it, else (a
-/// request handed to an endpoint directly, as unit tests do) resolved now.
-pub fn resolved_in(parts: &http::request::Parts) -> Cow<'_, Resolved> {
-    match parts.extensions.get::<Resolved>() {
-        Some(resolved) => Cow::Borrowed(resolved),
-        None => Cow::Owned(Resolved::of(&parts.method, &parts.uri)),
-    }
 }
 
 #[cfg(test)]
@@ -146,7 +136,5 @@ mod tests {
         // The path changed after: what was kept is what later steps read.
         *request.uri_mut() = "/healthz".parse().unwrap();
         assert_eq!(resolved_of(&mut request).query.first("limit"), Some("5"));
-        let (parts, ()) = request.into_parts();
-        assert!(matches!(resolved_in(&parts), Cow::Borrowed(_)));
     }
 }

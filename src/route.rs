@@ -2,6 +2,7 @@
 //! and what it asks of it (discovery, OpenAPI, or a resource request with the
 //! verb kube-apiserver would derive). Pure parsing, no I/O.
 
+use crate::percent::encode_segment;
 use std::fmt;
 
 /// A consumer's id: the suffix of its cluster namespace on the provider
@@ -119,17 +120,13 @@ impl ResourceRequest {
     /// (`/api/<v>` for the core group), `/watch` if it came with that
     /// prefix, `/namespaces/<ns>`, the resource, its name and subresource.
     pub fn path(&self) -> String {
-        use crate::percent::encode_segment as encoded;
-        let mut path = match self.group.as_str() {
-            "" => format!("/api/{}", encoded(&self.version)),
-            group => format!("/apis/{}/{}", encoded(group), encoded(&self.version)),
-        };
+        let mut path = self.group_version_path();
         if self.watch_prefix {
             path.push_str("/watch");
         }
         if let Some(namespace) = &self.namespace {
             path.push_str("/namespaces/");
-            path.push_str(&encoded(namespace));
+            path.push_str(&encode_segment(namespace));
         }
         for segment in [
             Some(&self.resource),
@@ -140,16 +137,28 @@ impl ResourceRequest {
         .flatten()
         {
             path.push('/');
-            path.push_str(&encoded(segment));
+            path.push_str(&encode_segment(segment));
         }
         path
     }
 
-    /// The collection across namespaces the request's resource is
-    /// (`/apis/<g>/<v>/<resource>`), as the watch cache keeps one per
-    /// resource.
-    pub fn collection(&self) -> String {
-        let collection = ResourceRequest {
+    /// `/apis/<g>/<v>`, or `/api/<v>` for the core group: the group
+    /// version's discovery path, which every path of it begins with.
+    pub fn group_version_path(&self) -> String {
+        match self.group.as_str() {
+            "" => format!("/api/{}", encode_segment(&self.version)),
+            group => format!(
+                "/apis/{}/{}",
+                encode_segment(group),
+                encode_segment(&self.version)
+            ),
+        }
+    }
+
+    /// The request's resource across namespaces: no namespace, name,
+    /// subresource or `/watch/` prefix.
+    pub fn across_namespaces(&self) -> ResourceRequest {
+        ResourceRequest {
             group: self.group.clone(),
             version: self.version.clone(),
             namespace: None,
@@ -157,8 +166,18 @@ impl ResourceRequest {
             name: None,
             subresource: None,
             watch_prefix: false,
-        };
-        collection.path()
+        }
+    }
+
+    /// The collection across namespaces the request's resource is
+    /// (`/apis/<g>/<v>/<resource>`), as the watch cache keeps one per
+    /// resource.
+    pub fn collection(&self) -> String {
+        format!(
+            "{}/{}",
+            self.group_version_path(),
+            encode_segment(&self.resource)
+        )
     }
 }
 

@@ -849,20 +849,20 @@ impl Exchange<'_> {
             if from_cache && let Some(table) = self.table_from_cache(&provider).await? {
                 return Ok(table);
             }
-            let sent = self.build(&provider)?;
-            let scope = self.identity_scope();
-            let read = self.cache_read(&provider, &sent, scope.as_deref());
-            let upstream = &self.proxy.upstream;
             // The consumer's form where the cache keeps it; else the
             // provider's, from the cache where it can tell it.
-            let cached = match (from_cache, self.cacheable()) {
-                (false, _) => None,
-                (true, true) => match upstream.list_translated(&read, &make).await {
-                    Some(bytes) => return self.translated(200, &bytes, Vec::new()),
-                    None => None,
-                },
-                (true, false) => upstream.cached(&read).await,
-            };
+            let mut cached = None;
+            if from_cache {
+                let sent = self.build(&provider)?;
+                let scope = self.identity_scope();
+                let read = self.cache_read(&provider, &sent, scope.as_deref());
+                let upstream = &self.proxy.upstream;
+                if !self.cacheable() {
+                    cached = upstream.cached(&read).await;
+                } else if let Some(bytes) = upstream.list_translated(&read, &make).await {
+                    return self.translated(200, &bytes, Vec::new());
+                }
+            }
             match cached {
                 Some(response) => response,
                 None => {
@@ -993,22 +993,20 @@ impl Exchange<'_> {
             }
             Ok(upstream)
         };
-        let sent = make()?;
-        let asked = self.cache_read(&provider, &sent, None);
-        let upstream = &self.proxy.upstream;
         // The consumer's events where the cache translates them; else the
         // provider's, from the cache where it can tell them.
-        let cached = match (from_cache, translated) {
-            (false, _) => None,
-            (true, true) => {
-                let translation = || self.translation();
-                if let Some(body) = upstream.watch_translated(&asked, &translation).await {
-                    return Ok(encode::watch_response(StatusCode::OK, body, media));
-                }
-                None
+        let mut cached = None;
+        if from_cache {
+            let sent = make()?;
+            let asked = self.cache_read(&provider, &sent, None);
+            let upstream = &self.proxy.upstream;
+            let translation = || self.translation();
+            if !translated {
+                cached = upstream.cached(&asked).await;
+            } else if let Some(body) = upstream.watch_translated(&asked, &translation).await {
+                return Ok(encode::watch_response(StatusCode::OK, body, media));
             }
-            (true, false) => upstream.cached(&asked).await,
-        };
+        }
         let response = match cached {
             Some(response) => response,
             None => self.send_as_consumer(make, "watch", None).await?,

@@ -12,7 +12,6 @@ use crate::claim_referrers::{Referrers, namespace_map};
 use crate::forward::answer::{Shape, answer_up, event_up};
 use crate::forward::encode::{self, ErrorForm};
 use crate::forward::request::{ApiRequest, Incoming, Options};
-use crate::percent::encode_segment as encode;
 use crate::proxy::watch;
 use crate::resolved::Resolved;
 use crate::route::{ConsumerId, ResourceRequest, Verb};
@@ -145,26 +144,18 @@ pub struct UpstreamPaths {
 
 impl UpstreamPaths {
     fn of(request: &ResourceRequest, query: &Query) -> Self {
-        let mut collection = if request.group.is_empty() {
-            format!("/api/{}", encode(&request.version))
-        } else {
-            format!(
-                "/apis/{}/{}",
-                encode(&request.group),
-                encode(&request.version)
-            )
+        let object = ResourceRequest {
+            subresource: None,
+            watch_prefix: false,
+            ..request.clone()
         };
-        if let Some(namespace) = &request.namespace {
-            collection.push_str(&format!("/namespaces/{}", encode(namespace)));
-        }
-        collection.push_str(&format!("/{}", encode(&request.resource)));
-        let target = match &request.name {
-            Some(name) => format!("{collection}/{}", encode(name)),
-            None => collection.clone(),
+        let collection = ResourceRequest {
+            name: None,
+            ..object.clone()
         };
         Self {
-            collection,
-            target,
+            collection: collection.path(),
+            target: object.path(),
             query: query.clone(),
         }
     }
@@ -273,17 +264,8 @@ async fn claimed_kind(
     client: &kube::Client,
     request: &ResourceRequest,
 ) -> Result<String, ApiError> {
-    let path = if request.group.is_empty() {
-        format!("/api/{}", encode(&request.version))
-    } else {
-        format!(
-            "/apis/{}/{}",
-            encode(&request.group),
-            encode(&request.version)
-        )
-    };
     let discovery = http::Request::builder()
-        .uri(path)
+        .uri(request.group_version_path())
         .header(ACCEPT, "application/json")
         .body(Vec::new())
         .map_err(|e| ApiError::internal(e.to_string()))?;

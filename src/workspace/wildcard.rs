@@ -362,7 +362,7 @@ impl Following {
         options.encode(&mut query);
         let list = ProviderRequest {
             method: Method::GET,
-            target: collection_of(&self.request),
+            target: self.request.across_namespaces(),
             query,
             accept: "application/json".into(),
             body: None,
@@ -645,24 +645,11 @@ fn provider_list(
     query.extend(include_object(api));
     Ok(ProviderRequest {
         method: Method::GET,
-        target: collection_of(request),
+        target: request.across_namespaces(),
         query,
         accept: upstream_accept(api.output.target),
         body: None,
     })
-}
-
-/// The provider's collection of `request`'s resource across namespaces.
-fn collection_of(request: &ResourceRequest) -> ResourceRequest {
-    ResourceRequest {
-        group: request.group.clone(),
-        version: request.version.clone(),
-        namespace: None,
-        resource: request.resource.clone(),
-        name: None,
-        subresource: None,
-        watch_prefix: false,
-    }
 }
 
 #[cfg(test)]

@@ -305,8 +305,8 @@ fn interleaved(
                 let Ok(data) = frame.into_data() else {
                     continue;
                 };
-                for line in crate::proxy::watch::complete_lines(&mut pending, &data) {
-                    let Some(event) = crate::proxy::watch::event_of(&line) else {
+                for line in crate::forward::watch::complete_lines(&mut pending, &data) {
+                    let Some(event) = crate::forward::watch::event_of(&line) else {
                         continue;
                     };
                     if events_tx.send((index, Some(event))).await.is_err() {

@@ -13,12 +13,13 @@ mod patch;
 pub mod provider;
 mod table;
 mod view;
-pub mod watch;
 
 use crate::catalog::{ConsumerView, ServedResource};
-use crate::forward::answer::{Expected, Shape, Visibility, answer_up, event_up, warnings_up};
+use crate::forward::answer::{Expected, Shape, Visibility};
 use crate::forward::encode::{self, ErrorForm, Failure};
 use crate::forward::request::{ApiRequest, Body, Incoming, Options};
+use crate::forward::store::{self, Named, Read, Store};
+use crate::forward::watch;
 use crate::quota::{QuotaAdmission, Subject};
 use crate::resolved::Resolved;
 use crate::route::{ResourceRequest, Verb};
@@ -35,11 +36,12 @@ use crate::upstream::{BoxBody, CacheRead, Translation, Upstream};
 use crate::wire::accept::{Media, Target};
 use crate::wire::body::PatchType;
 use bytes::Bytes;
-use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
+use http::header::{ACCEPT, USER_AGENT};
 use http::{HeaderValue, Method, Response, StatusCode};
 use http_body_util::BodyExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceSubresourceScale;
 use namespaces::NamespaceProvisioner;
+use provider::PROVIDER;
 use serde_json::Value;
 use std::sync::Arc;
 use tokio::sync::watch as signal;
@@ -72,9 +74,6 @@ pub fn error(error: &ApiError) -> Response<BoxBody> {
 
 /// How many times a patch is applied again when its object changed under it.
 const PATCH_ATTEMPTS: usize = 5;
-
-/// The upstream's name in errors.
-const PROVIDER: &str = "the provider";
 
 /// One resource request on its way through.
 struct Exchange<'a> {
@@ -228,6 +227,24 @@ fn timed_out(failure: Failure, deadline: tokio::time::Instant) -> Failure {
 impl Exchange<'_> {
     fn bound(&self) -> &BoundResource {
         &self.served.bound
+    }
+
+    /// The one store, in this consumer's scope: its binding's view of the
+    /// provider's answers.
+    fn store(&self) -> Store<'_> {
+        let bound = self.bound();
+        Store {
+            upstream: self.proxy.upstream.as_ref(),
+            name: PROVIDER,
+            view: &self.view,
+            shape: &self.shape,
+            request: &self.request,
+            named: Named {
+                group: &bound.group,
+                resource: &bound.resource,
+                name: self.resource.name.as_deref().unwrap_or_default(),
+            },
+        }
     }
 
     fn not_found(&self) -> ApiError {
@@ -511,23 +528,20 @@ impl Exchange<'_> {
         if !trial.query.iter().any(|(key, _)| key == "dryRun") {
             trial.query.push(("dryRun".into(), "All".into()));
         }
-        let response = self.send(self.build(&trial)?).await?;
-        let status = response.status();
-        let warnings = self.warnings(response.headers());
-        let json = is_json(response.headers());
-        let bytes = read(response).await?;
-        if !json {
-            return Err(self.unreadable());
-        }
-        let mut answer: Value = crate::deep::from_slice(&bytes).map_err(|_| self.unreadable())?;
+        let store = self.store();
+        let mut read = store.exchange(self.build(&trial)?).await?;
+        let mut answer: Value =
+            crate::deep::from_slice(&read.body).map_err(|_| store.unreadable())?;
         if let Some(metadata) = answer.get_mut("metadata").and_then(Value::as_object_mut)
             && metadata.get("namespace").and_then(Value::as_str) == Some(&cluster_namespace)
         {
             let provider_ns = self.bound().namespaces.to_provider(namespace);
             metadata.insert("namespace".into(), provider_ns.into());
         }
-        let bytes = serde_json::to_vec(&answer).map_err(|_| self.unreadable())?;
-        self.answer(status.as_u16(), &bytes, warnings)
+        read.body = serde_json::to_vec(&answer)
+            .map_err(|_| store.unreadable())?
+            .into();
+        store.answer(read)
     }
 
     /// For a create of a cluster-scoped object beside every other
@@ -577,26 +591,25 @@ impl Exchange<'_> {
         let mut main = self.resource.clone();
         main.subresource = None;
         let target = provider_target(self.bound(), &main);
-        let (status, body) = self.get(target, None).await?;
-        if status == StatusCode::NOT_FOUND {
+        let read = self.get(target, None).await?;
+        if read.status == StatusCode::NOT_FOUND {
             return Ok(None);
         }
         let shape = Shape {
             expected: Expected::Object,
             ..self.shape.clone()
         };
-        match answer_up(&self.view, &shape, status.as_u16(), &body) {
-            // Visible: the provider's own form is what a patch applies to.
-            Ok(answer) if status == StatusCode::OK && answer.status == 200 => {
-                let object = crate::deep::from_slice(&body).map_err(|_| self.unreadable())?;
-                Ok(Some(object))
-            }
-            Ok(answer) if !(200..300).contains(&answer.status) => {
-                Err(Failure::Upstream(answer.status, answer.value))
-            }
-            Ok(_) => Err(self.unreadable()),
-            Err(refused) => Err(refused.to_error(PROVIDER, || self.not_found()).into()),
+        let store = Store {
+            shape: &shape,
+            ..self.store()
+        };
+        // Visible: the provider's own form is what a patch applies to.
+        store.up(&read)?;
+        if read.status != StatusCode::OK {
+            return Err(store.unreadable());
         }
+        let object = crate::deep::from_slice(&read.body).map_err(|_| store.unreadable())?;
+        Ok(Some(object))
     }
 
     /// The scale subresource's paths in the requested version's schema.
@@ -612,17 +625,13 @@ impl Exchange<'_> {
             .clone()
     }
 
-    fn unreadable(&self) -> Failure {
-        Failure::Api(crate::forward::answer::unreadable(PROVIDER))
-    }
-
     /// A JSON GET of `target` at the provider (as the consumer, when its
-    /// requests are impersonated): its status and body.
+    /// requests are impersonated), read whole.
     async fn get(
         &self,
         target: ResourceRequest,
         subresource: Option<&str>,
-    ) -> Result<(StatusCode, Bytes), Failure> {
+    ) -> Result<Read, Failure> {
         let provider = ProviderRequest {
             method: Method::GET,
             target,
@@ -633,9 +642,7 @@ impl Exchange<'_> {
         let response = self
             .send_as_consumer(|| self.build(&provider), "get", subresource)
             .await?;
-        let status = response.status();
-        let body = read(response).await?;
-        Ok((status, body))
+        self.store().read(response).await
     }
 
     /// Whether this request is made as the consumer's own account: every
@@ -780,11 +787,7 @@ impl Exchange<'_> {
         &self,
         request: http::Request<Bytes>,
     ) -> Result<http::Response<BoxBody>, Failure> {
-        self.proxy
-            .upstream
-            .send(request)
-            .await
-            .map_err(|e| provider::unreachable(e).into())
+        self.store().send(request).await
     }
 
     /// The HTTP request for `provider`.
@@ -860,7 +863,7 @@ impl Exchange<'_> {
                 if !self.cacheable() {
                     cached = upstream.cached(&read).await;
                 } else if let Some(bytes) = upstream.list_translated(&read, &make).await {
-                    return self.translated(200, &bytes, Vec::new());
+                    return self.store().translated(200, &bytes, Vec::new());
                 }
             }
             match cached {
@@ -876,95 +879,22 @@ impl Exchange<'_> {
             self.send_as_consumer(|| self.build(&provider), verb, subresource)
                 .await?
         };
-        let status = response.status();
-        let warnings = self.warnings(response.headers());
-        // An error may come as text that is a Status (kube-apiserver's
-        // timeout filter writes its 504 so): it is read as one, or refused.
-        let json = is_json(response.headers()) || !status.is_success();
-        let bytes = read(response).await?;
-        if !json {
-            return Err(self.unreadable());
-        }
+        let store = self.store();
+        let read = store.read(response).await?;
         // A plain GET whose version the cache holds already has its
         // consumer form.
         if self.request.verb == Verb::Get
-            && status == StatusCode::OK
+            && read.status == 200
             && self.cacheable()
             && let Some(made) =
                 self.proxy
                     .upstream
-                    .object_translated(&provider.target, &bytes, &make)
+                    .object_translated(&provider.target, &read.body, &make)
         {
             tracing::trace!(target = ?provider.target, "GET answered with the cached consumer form");
-            return self.translated(200, &made, warnings);
+            return store.translated(200, &made, read.warnings);
         }
-        self.answer(status.as_u16(), &bytes, warnings)
-    }
-
-    /// The provider's whole answer, translated and encoded.
-    fn answer(
-        &self,
-        status: u16,
-        bytes: &[u8],
-        warnings: Vec<String>,
-    ) -> Result<Response<BoxBody>, Failure> {
-        let answer = answer_up(&self.view, &self.shape, status, bytes)
-            .map_err(|refused| refused.to_error(PROVIDER, || self.not_found()))?;
-        if !(200..300).contains(&answer.status) {
-            return Err(Failure::Upstream(answer.status, answer.value));
-        }
-        if let Err(error) = &self.request.table {
-            return Err(error.clone().into());
-        }
-        self.respond(answer.status, &answer.value, warnings)
-    }
-
-    /// A body translation already made (the cache's consumer form): JSON
-    /// as it is, or decoded to be encoded as asked.
-    fn translated(
-        &self,
-        status: u16,
-        json: &[u8],
-        warnings: Vec<String>,
-    ) -> Result<Response<BoxBody>, Failure> {
-        let output = self.request.output;
-        if output.media == Media::Json && !self.request.pretty {
-            let mut response =
-                encode::full(status, "application/json", Bytes::copy_from_slice(json));
-            encode::add_warnings(&mut response, &self.all_warnings(warnings));
-            return Ok(response);
-        }
-        let value: Value = crate::deep::from_slice(json).map_err(|_| self.unreadable())?;
-        self.respond(status, &value, warnings)
-    }
-
-    fn respond(
-        &self,
-        status: u16,
-        value: &Value,
-        warnings: Vec<String>,
-    ) -> Result<Response<BoxBody>, Failure> {
-        let (content_type, bytes) =
-            encode::encode(value, self.request.output.media, self.request.pretty)
-                .map_err(|e| e.to_error(|| crate::forward::answer::unreadable(PROVIDER)))?;
-        let mut response = encode::full(status, content_type, bytes);
-        encode::add_warnings(&mut response, &self.all_warnings(warnings));
-        Ok(response)
-    }
-
-    /// bindery's own warnings (of the request), then the provider's.
-    fn all_warnings(&self, provider: Vec<String>) -> Vec<String> {
-        self.request
-            .warnings
-            .iter()
-            .cloned()
-            .chain(provider)
-            .collect()
-    }
-
-    /// The provider's warnings, in the consumer's terms.
-    fn warnings(&self, headers: &http::HeaderMap) -> Vec<String> {
-        warnings_up(&self.view, headers)
+        store.answer(read)
     }
 
     /// A watch: the cache's shared stream when it can serve it, else the
@@ -1011,30 +941,15 @@ impl Exchange<'_> {
             Some(response) => response,
             None => self.send_as_consumer(make, "watch", None).await?,
         };
-        let status = response.status();
-        if !status.is_success() {
-            let warnings = self.warnings(response.headers());
-            let bytes = read(response).await?;
-            return self.answer(status.as_u16(), &bytes, warnings);
-        }
-        if !is_json(response.headers()) {
-            return Err(self.unreadable());
-        }
-        if let Err(error) = &self.request.table {
-            return Err(error.clone().into());
-        }
         let (view, shape) = (self.view.clone(), self.shape.clone());
-        let body = watch::translate_stream(
-            response.into_body(),
-            Box::new(move |mut event| {
-                if let Some(meta) = partial {
-                    watch::cut_to_metadata(&mut event, meta);
-                }
-                encode::event(&event_up(&view, &shape, event)?, media)
-            }),
-            self.proxy.shutdown.clone(),
-        );
-        Ok(encode::watch_response(status, body, media))
+        let each = Box::new(move |mut event| {
+            if let Some(meta) = partial {
+                watch::cut_to_metadata(&mut event, meta);
+            }
+            store::event(&view, &shape, event, media)
+        });
+        let shutdown = self.proxy.shutdown.clone();
+        self.store().watch(response, each, shutdown).await
     }
 
     /// A JSON or merge patch: applied by bindery to the consumer's form of
@@ -1065,11 +980,12 @@ impl Exchange<'_> {
                 Some(paths) => match scale::scale_to_patch(&object, paths) {
                     Ok(made) => made,
                     Err(scale::Unscalable::NotAnInteger) => {
-                        let (status, body) = self.get(target.clone(), Some("scale")).await?;
-                        if !status.is_success() {
-                            return self.answer(status.as_u16(), &body, Vec::new());
+                        let read = self.get(target.clone(), Some("scale")).await?;
+                        if !(200..300).contains(&read.status) {
+                            return self.store().answer(read);
                         }
-                        crate::deep::from_slice(&body).map_err(|_| self.unreadable())?
+                        crate::deep::from_slice(&read.body)
+                            .map_err(|_| self.store().unreadable())?
                     }
                 },
                 None => object,
@@ -1096,14 +1012,12 @@ impl Exchange<'_> {
             let response = self
                 .send_as_consumer(|| self.build(&provider), "update", subresource)
                 .await?;
-            let status = response.status();
-            let warnings = self.warnings(response.headers());
-            let bytes = read(response).await?;
-            if status == StatusCode::CONFLICT && pinned && attempt + 1 < PATCH_ATTEMPTS {
+            let read = self.store().read(response).await?;
+            if read.status == StatusCode::CONFLICT && pinned && attempt + 1 < PATCH_ATTEMPTS {
                 current = self.current().await?;
                 continue;
             }
-            return self.answer(status.as_u16(), &bytes, warnings);
+            return self.store().answer(read);
         }
         unreachable!("the loop returns")
     }
@@ -1141,12 +1055,6 @@ fn pin_delete(provider: &mut ProviderRequest, current: &Value) {
     }
 }
 
-fn is_json(headers: &http::HeaderMap) -> bool {
-    headers
-        .get(CONTENT_TYPE)
-        .is_some_and(|ct| ct.as_bytes().starts_with(b"application/json"))
-}
-
 /// `response` read whole, and the same response again with its body (to
 /// look at it before it is answered).
 async fn kept(
@@ -1162,15 +1070,6 @@ async fn kept(
         .map_err(|never| match never {})
         .boxed_unsync();
     Ok((http::Response::from_parts(parts, again), bytes))
-}
-
-async fn read(response: http::Response<BoxBody>) -> Result<Bytes, Failure> {
-    response
-        .into_body()
-        .collect()
-        .await
-        .map(|collected| collected.to_bytes())
-        .map_err(|e| ApiError::unavailable(format!("reading the provider's answer: {e}")).into())
 }
 
 /// How `bound`'s consumer sees each provider object, for upstreams that

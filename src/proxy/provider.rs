@@ -10,6 +10,9 @@ use bytes::Bytes;
 use http::HeaderValue;
 use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
 
+/// The provider's name in errors.
+pub const PROVIDER: &str = "the provider";
+
 /// How `provider` goes to the provider: with the caller's `user_agent`, and
 /// as the account `impersonation` names (none: as bindery).
 pub fn http_request<'a>(
@@ -63,5 +66,5 @@ pub async fn read_through(
 /// The provider could not be reached: 503, as kube-apiserver's aggregator
 /// answers for a backend it cannot reach.
 pub fn unreachable(error: BoxError) -> ApiError {
-    ApiError::unavailable(format!("the provider cannot be reached: {error}"))
+    ApiError::unavailable(format!("{PROVIDER} cannot be reached: {error}"))
 }

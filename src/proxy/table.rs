@@ -68,6 +68,6 @@ impl Exchange<'_> {
         };
         // Compact JSON as it is; any other form (YAML, pretty) encoded
         // from it as every answer is.
-        self.translated(200, &table, Vec::new()).map(Some)
+        self.store().translated(200, &table, Vec::new()).map(Some)
     }
 }

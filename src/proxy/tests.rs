@@ -3,8 +3,10 @@
 
 use super::*;
 use crate::cache::store::Stored;
+use crate::forward::answer::answer_up;
 use crate::translate::binding::fixtures::widgets;
 use crate::translate::objects::stamp_labels;
+use http::header::CONTENT_TYPE;
 use serde_json::json;
 use std::sync::Mutex;
 

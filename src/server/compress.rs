@@ -247,7 +247,7 @@ mod tests {
             .await
             .unwrap();
         drop(tx);
-        let streamed = Response::new(crate::proxy::watch::channel_body(rx));
+        let streamed = Response::new(crate::forward::watch::channel_body(rx));
         let response = answer(Some("gzip"), streamed).await;
         assert!(!response.headers().contains_key(CONTENT_ENCODING));
         assert_eq!(body_of(response).await.len(), THRESHOLD as usize * 2);

@@ -6,26 +6,26 @@
 //! filtered by them ([`crate::translate::claimed`]); writes are checked
 //! against them before and after ([`super::claimed_writes`]).
 
+use super::claimed_writes::APP_CLUSTER;
 use crate::api::{APIServiceExport, APIServiceNamespace, ClaimOwner, PermissionClaim};
 use crate::app::App;
 use crate::claim_referrers::{Referrers, namespace_map};
-use crate::forward::answer::{Shape, answer_up, event_up};
-use crate::forward::encode::{self, ErrorForm};
+use crate::forward::answer::Shape;
+use crate::forward::encode::Failure;
 use crate::forward::request::{ApiRequest, Incoming, Options};
-use crate::proxy::watch;
+use crate::forward::store::{self, Named, Store};
 use crate::resolved::Resolved;
 use crate::route::{ConsumerId, ResourceRequest, Verb};
 use crate::status::ApiError;
 use crate::translate::claim_references::Pick;
 use crate::translate::claimed::{CheckedApart, ClaimedView, ClaimedWatch};
 use crate::translate::request::{include_object, upstream_accept};
-use crate::upstream::{BoxBody, KubeUpstream, Upstream};
+use crate::upstream::{BoxBody, KubeUpstream};
 use crate::wire::query::{Pairs, Query};
 use crate::wire::restful;
 use bytes::Bytes;
 use http::Response;
 use http::header::{ACCEPT, USER_AGENT};
-use http_body_util::BodyExt;
 use kube::api::Api;
 
 /// Where the consumer's claimed objects are.
@@ -36,43 +36,25 @@ pub struct ClaimedTarget<'a> {
 }
 
 /// Serves a request on a claimed resource; a resource no accepted claim
-/// names is not found, as it would be if it did not exist. Errors are
-/// negotiated as kube-apiserver negotiates them.
+/// names is not found, as it would be if it did not exist.
 pub async fn serve(
     app: &App,
     target: &ClaimedTarget<'_>,
     resolved: &Resolved,
     parts: &http::request::Parts,
     body: Bytes,
-) -> Result<Response<BoxBody>, ApiError> {
-    let errors = ErrorForm::of(&parts.headers, Some(&resolved.query));
-    Ok(
-        match answer(app, target, resolved, parts, &body, errors).await {
-            Ok(response) => response,
-            Err(error) => errors.error(&error),
-        },
-    )
-}
-
-async fn answer(
-    app: &App,
-    target: &ClaimedTarget<'_>,
-    resolved: &Resolved,
-    parts: &http::request::Parts,
-    body: &Bytes,
-    errors: ErrorForm,
-) -> Result<Response<BoxBody>, ApiError> {
+) -> Result<Response<BoxBody>, Failure> {
     let request = resolved.resource().ok_or_else(ApiError::page_not_found)?;
     let verb = resolved.verb;
     let only = (request.group.as_str(), request.resource.as_str());
     let claims = accepted_claims(app, target, Some(only)).await?;
     if claims.is_empty() || request.subresource.is_some() {
-        return Err(ApiError::page_not_found());
+        return Err(ApiError::page_not_found().into());
     }
     let not_allowed =
         || ApiError::method_not_allowed(parts.method.as_str(), &request.group, &request.resource);
     if verb.is_none_or(|v| v == Verb::DeleteCollection) {
-        return Err(not_allowed());
+        return Err(not_allowed().into());
     }
     let client = app
         .registrations
@@ -86,7 +68,7 @@ async fn answer(
         query: &resolved.query,
         verb,
         headers: &parts.headers,
-        body,
+        body: &body,
         kind: &kind,
         body_too_large: parts
             .extensions
@@ -100,15 +82,16 @@ async fn answer(
         .ok_or_else(not_allowed)?;
     let view = ClaimedView::new(with_picks(app, target, claims).await?);
     let paths = UpstreamPaths::of(request, &resolved.query);
+    let app_cluster = KubeUpstream::new(client.clone());
     match api.verb {
         Verb::Get | Verb::List | Verb::Watch => {
             let read = Read {
                 client: &client,
+                app_cluster: &app_cluster,
                 view,
                 request,
                 kind: &kind,
                 paths: &paths,
-                errors,
             };
             read.send(&api, app.proxy.shutdown.clone()).await
         }
@@ -118,16 +101,15 @@ async fn answer(
                 _ => &paths.target,
             };
             let write = super::claimed_writes::Write {
-                client: &client,
+                app_cluster: &app_cluster,
                 view: &view,
                 request,
                 api: &api,
                 kind: &kind,
                 path,
                 user_agent: parts.headers.get(USER_AGENT),
-                errors,
             };
-            Ok(write.send().await)
+            write.send().await
         }
     }
 }
@@ -166,11 +148,11 @@ impl UpstreamPaths {
 /// (a Table row is checked by its object, which is always asked for).
 struct Read<'a> {
     client: &'a kube::Client,
+    app_cluster: &'a KubeUpstream,
     view: ClaimedView,
     request: &'a ResourceRequest,
     kind: &'a str,
     paths: &'a UpstreamPaths,
-    errors: ErrorForm,
 }
 
 impl Read<'_> {
@@ -178,20 +160,20 @@ impl Read<'_> {
         self,
         api: &ApiRequest,
         shutdown: tokio::sync::watch::Receiver<bool>,
-    ) -> Result<Response<BoxBody>, ApiError> {
+    ) -> Result<Response<BoxBody>, Failure> {
         let Read {
             client,
+            app_cluster,
             view,
             request,
             kind,
             paths,
-            errors,
         } = self;
         let mut query = Pairs::new();
         match &api.options {
             Options::Get(options) => options.encode(&mut query),
             Options::List(options) => options.encode(&mut query),
-            _ => return Err(ApiError::internal("a read without read options")),
+            _ => return Err(ApiError::internal("a read without read options").into()),
         }
         query.extend(include_object(api));
         let uri = with_query(&paths.target, &query);
@@ -200,62 +182,41 @@ impl Read<'_> {
             .header(ACCEPT, upstream_accept(api.output.target))
             .body(Bytes::new())
             .map_err(|e| ApiError::internal(e.to_string()))?;
-        let response = KubeUpstream::new(client.clone())
-            .send(upstream)
-            .await
-            .map_err(|e| {
-                ApiError::unavailable(format!("the app cluster cannot be reached: {e}"))
-            })?;
         let api_version = if request.group.is_empty() {
             request.version.clone()
         } else {
             format!("{}/{}", request.group, request.version)
         };
         let shape = Shape::of(api, None, kind, &api_version);
-        let status = response.status();
-        if api.verb == Verb::Watch && status.is_success() {
-            let mut filter = ClaimedWatch::new(view);
-            if let Some(list) = resumed_state(client, &paths.collection, &paths.query).await {
-                filter.seen_in(&list);
-            }
-            let media = api.output.media;
-            let body = watch::translate_stream(
-                response.into_body(),
-                Box::new(move |mut event| {
-                    // The filter decides what the watcher sees (and makes a
-                    // covered object's leaving a DELETED); the pipeline reads
-                    // the event's shape.
-                    filter.event(&mut event)?;
-                    encode::event(&event_up(&CheckedApart, &shape, event)?, media)
-                }),
-                shutdown,
-            );
-            return Ok(encode::watch_response(status, body, media));
-        }
-        let bytes = response
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| ApiError::unavailable(format!("reading the app cluster's answer: {e}")))?
-            .to_bytes();
-        let not_found = || {
-            ApiError::object_not_found(
-                &request.group,
-                &request.resource,
-                request.name.as_deref().unwrap_or_default(),
-            )
+        // The one store, with the consumer's accepted claims as its scope.
+        let store = Store {
+            upstream: app_cluster,
+            name: APP_CLUSTER,
+            view: &view,
+            shape: &shape,
+            request: api,
+            named: Named {
+                group: &request.group,
+                resource: &request.resource,
+                name: request.name.as_deref().unwrap_or_default(),
+            },
         };
-        let answer = answer_up(&view, &shape, status.as_u16(), &bytes)
-            .map_err(|refused| refused.to_error("the app cluster", not_found))?;
-        if answer.status >= 300 {
-            return Ok(errors.status(answer.status, &answer.value));
+        let response = store.send(upstream).await?;
+        if api.verb != Verb::Watch || !response.status().is_success() {
+            return store.answered(response).await;
         }
-        if let Err(error) = &api.table {
-            return Err(error.clone());
+        let mut filter = ClaimedWatch::new(view.clone());
+        if let Some(list) = resumed_state(client, &paths.collection, &paths.query).await {
+            filter.seen_in(&list);
         }
-        let (content_type, body) = encode::encode(&answer.value, api.output.media, api.pretty)
-            .map_err(|e| e.to_error(|| crate::forward::answer::unreadable("the app cluster")))?;
-        Ok(encode::full(answer.status, content_type, body))
+        let (media, events) = (api.output.media, shape.clone());
+        let each = Box::new(move |mut event| {
+            // The filter decides what the watcher sees (and makes a covered
+            // object's leaving a DELETED); the store reads the event's shape.
+            filter.event(&mut event)?;
+            store::event(&CheckedApart, &events, event, media)
+        });
+        store.watch(response, each, shutdown).await
     }
 }
 

@@ -39,9 +39,10 @@
 //! `Status`es of the fields kube-apiserver's has, and anything else it
 //! answers is bindery's 500.
 
-use crate::forward::answer::{Expected, Shape, answer_up, status_up, unreadable, warnings_up};
-use crate::forward::encode::{self, ErrorForm, Failure};
+use crate::forward::answer::{Expected, Shape, View, status_up, unreadable};
+use crate::forward::encode::Failure;
 use crate::forward::request::{ApiRequest, Body, Options};
+use crate::forward::store::{Named, Read, Store};
 use crate::route::{ResourceRequest, Verb};
 use crate::status::ApiError;
 use crate::translate::claimed::{CheckedApart, ClaimedView};
@@ -50,14 +51,13 @@ use crate::translate::claimed_writes::{
     update_from_trial,
 };
 use crate::translate::request::{include_object, upstream_accept};
-use crate::upstream::{BoxBody, KubeUpstream, Upstream};
+use crate::upstream::{BoxBody, KubeUpstream};
 use crate::wire::body::PatchType;
 use crate::wire::protobuf;
 use crate::wire::query::{IncludeObject, Pairs, WriteOptions};
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
-use http::{HeaderValue, Method, Response, StatusCode};
-use http_body_util::BodyExt;
+use http::{HeaderValue, Method, Response};
 use serde_json::Value;
 
 const JSON: &str = "application/json";
@@ -67,11 +67,11 @@ const JSON: &str = "application/json";
 const ATTEMPTS: usize = 5;
 
 /// The upstream's name in errors.
-const APP_CLUSTER: &str = "the app cluster";
+pub const APP_CLUSTER: &str = "the app cluster";
 
 /// One write on a claimed resource, read.
 pub struct Write<'a> {
-    pub client: &'a kube::Client,
+    pub app_cluster: &'a KubeUpstream,
     pub view: &'a ClaimedView,
     pub request: &'a ResourceRequest,
     pub api: &'a ApiRequest,
@@ -80,7 +80,6 @@ pub struct Write<'a> {
     /// The object (or, to create, the collection) in the app cluster.
     pub path: &'a str,
     pub user_agent: Option<&'a HeaderValue>,
-    pub errors: ErrorForm,
 }
 
 /// What one attempt of a write came to.
@@ -91,21 +90,30 @@ enum Attempt {
     Moved(Failure),
 }
 
-/// The app cluster's answer, read whole.
-struct Answer {
-    status: StatusCode,
-    headers: http::HeaderMap,
-    body: Bytes,
-}
-
 impl Write<'_> {
-    pub async fn send(&self) -> Response<BoxBody> {
-        let outcome = match self.api.verb {
+    pub async fn send(&self) -> Result<Response<BoxBody>, Failure> {
+        match self.api.verb {
             Verb::Create => self.create().await,
             Verb::Update | Verb::Patch | Verb::Delete => self.change().await,
             _ => Err(ApiError::internal("a claimed write that is no write").into()),
-        };
-        outcome.unwrap_or_else(|failure| self.errors.failure(&failure))
+        }
+    }
+
+    /// The one store, through `view` (the claims, or none on a trial whose
+    /// result is checked after), with `shape` the answer's.
+    fn store<'s>(&'s self, view: &'s dyn View, shape: &'s Shape) -> Store<'s> {
+        Store {
+            upstream: self.app_cluster,
+            name: APP_CLUSTER,
+            view,
+            shape,
+            request: self.api,
+            named: Named {
+                group: &self.request.group,
+                resource: &self.request.resource,
+                name: self.request.name.as_deref().unwrap_or_default(),
+            },
+        }
     }
 
     /// A create: tried, its result checked, then made from bindery's
@@ -327,16 +335,11 @@ impl Write<'_> {
 
     /// The named object as it is, if a claim covers it.
     async fn current(&self) -> Result<Value, Failure> {
-        let answer = self
+        let read = self
             .exchange(Method::GET, "", JSON.into(), None, Vec::new())
             .await?;
-        let answer = answer_up(
-            self.view,
-            &self.object_shape(),
-            answer.status.as_u16(),
-            &answer.body,
-        )
-        .map_err(|refused| refused.to_error(APP_CLUSTER, || self.not_found()))?;
+        let shape = self.object_shape();
+        let answer = self.store(self.view, &shape).up(&read)?;
         if answer.status != 200 {
             return Err(Failure::Upstream(answer.status, answer.value));
         }
@@ -357,7 +360,7 @@ impl Write<'_> {
         let mut query = Pairs::new();
         dry_run.encode(&mut query);
         self.add_timeout(&mut query);
-        let answer = self
+        let read = self
             .exchange(
                 method,
                 &to_query(&query),
@@ -366,16 +369,8 @@ impl Write<'_> {
                 body,
             )
             .await?;
-        let answer = answer_up(
-            &CheckedApart,
-            &self.object_shape(),
-            answer.status.as_u16(),
-            &answer.body,
-        )
-        .map_err(|refused| refused.to_error(APP_CLUSTER, || self.not_found()))?;
-        if !(200..300).contains(&answer.status) {
-            return Err(Failure::Upstream(answer.status, answer.value));
-        }
+        let shape = self.object_shape();
+        let answer = self.store(&CheckedApart, &shape).up(&read)?;
         if self.view.covers(&answer.value) {
             return Ok(answer.value);
         }
@@ -394,16 +389,16 @@ impl Write<'_> {
     }
 
     /// The app cluster's refusal in `answer`, rebuilt; `None` for a success.
-    fn refusal(&self, answer: &Answer) -> Option<Failure> {
-        if answer.status.is_success() {
+    fn refusal(&self, read: &Read) -> Option<Failure> {
+        if (200..300).contains(&read.status) {
             return None;
         }
         Some(
-            match crate::deep::from_slice(&answer.body)
+            match crate::deep::from_slice(&read.body)
                 .ok()
                 .and_then(|value| status_up(self.view, &value))
             {
-                Some(status) => Failure::Upstream(answer.status.as_u16(), status),
+                Some(status) => Failure::Upstream(read.status, status),
                 None => unreadable(APP_CLUSTER).into(),
             },
         )
@@ -411,42 +406,14 @@ impl Write<'_> {
 
     /// The write's answer, read by what the caller asked, through the
     /// claims, encoded as negotiated.
-    fn answer(&self, answer: Answer) -> Result<Response<BoxBody>, Failure> {
+    fn answer(&self, read: Read) -> Result<Response<BoxBody>, Failure> {
         let shape = Shape::of(self.api, None, self.kind, &self.api_version());
-        let read = answer_up(self.view, &shape, answer.status.as_u16(), &answer.body)
-            .map_err(|refused| refused.to_error(APP_CLUSTER, || self.not_found()))?;
-        if !(200..300).contains(&read.status) {
-            return Err(Failure::Upstream(read.status, read.value));
-        }
-        if let Err(error) = &self.api.table {
-            return Err(error.clone().into());
-        }
-        let (content_type, bytes) =
-            encode::encode(&read.value, self.api.output.media, self.api.pretty)
-                .map_err(|e| e.to_error(|| unreadable(APP_CLUSTER)))?;
-        let mut response = encode::full(read.status, content_type, bytes);
-        let warnings: Vec<String> = self
-            .api
-            .warnings
-            .iter()
-            .cloned()
-            .chain(warnings_up(self.view, &answer.headers))
-            .collect();
-        encode::add_warnings(&mut response, &warnings);
-        Ok(response)
+        self.store(self.view, &shape).answer(read)
     }
 
     /// kube-apiserver's 409 for a write whose object moved on.
     fn conflict(&self) -> ApiError {
         ApiError::conflict(
-            &self.request.group,
-            &self.request.resource,
-            self.request.name.as_deref().unwrap_or_default(),
-        )
-    }
-
-    fn not_found(&self) -> ApiError {
-        ApiError::object_not_found(
             &self.request.group,
             &self.request.resource,
             self.request.name.as_deref().unwrap_or_default(),
@@ -506,7 +473,7 @@ impl Write<'_> {
         accept: String,
         content_type: Option<&str>,
         body: Vec<u8>,
-    ) -> Result<Answer, Failure> {
+    ) -> Result<Read, Failure> {
         let uri = if query.is_empty() {
             self.path.to_string()
         } else {
@@ -525,23 +492,8 @@ impl Write<'_> {
         let request = request
             .body(Bytes::from(body))
             .map_err(|e| ApiError::internal(e.to_string()))?;
-        let response = KubeUpstream::new(self.client.clone())
-            .send(request)
-            .await
-            .map_err(|e| {
-                ApiError::unavailable(format!("the app cluster cannot be reached: {e}"))
-            })?;
-        let (head, body) = response.into_parts();
-        let body = body
-            .collect()
-            .await
-            .map_err(|e| ApiError::unavailable(format!("reading the app cluster's answer: {e}")))?
-            .to_bytes();
-        Ok(Answer {
-            status: head.status,
-            headers: head.headers,
-            body,
-        })
+        let shape = self.object_shape();
+        self.store(self.view, &shape).exchange(request).await
     }
 }
 

@@ -12,11 +12,12 @@ use super::At;
 use crate::app::App;
 use crate::catalog::watch::export_record;
 use crate::controllers::ownership::Ours;
-use crate::forward::answer::{Shape, View, Visibility, answer_up, event_up, status_up};
-use crate::forward::encode::{self, ErrorForm};
+use crate::forward::answer::{Shape, View, Visibility, event_up, status_up};
+use crate::forward::encode::{self, Failure};
 use crate::forward::request::{ApiRequest, Incoming, Options};
-use crate::proxy::provider;
-use crate::proxy::watch;
+use crate::forward::store::{Named, Store};
+use crate::forward::watch;
+use crate::proxy::provider::{self, PROVIDER};
 use crate::resolved::Resolved;
 use crate::route::{ConsumerId, ResourceRequest, Verb};
 use crate::status::ApiError;
@@ -29,9 +30,8 @@ use crate::wire::selector::{
     FieldSelector, LabelSelector, parse_field_selector, parse_label_selector,
 };
 use bytes::Bytes;
-use http::header::{ACCEPT, CONTENT_TYPE, HOST, USER_AGENT};
+use http::header::{ACCEPT, HOST, USER_AGENT};
 use http::{Method, Response};
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,7 +69,7 @@ pub async fn serve(
     at: &At,
     resolved: &Resolved,
     parts: &http::request::Parts,
-) -> Result<Response<BoxBody>, ApiError> {
+) -> Result<Response<BoxBody>, Failure> {
     let request = resolved.resource().ok_or_else(ApiError::page_not_found)?;
     let resource = match at {
         At::Root => kcp::SLICES,
@@ -80,7 +80,7 @@ pub async fn serve(
         || request.namespace.is_some()
         || request.subresource.is_some()
     {
-        return Err(ApiError::page_not_found());
+        return Err(ApiError::page_not_found().into());
     }
     let verb = resolved.verb;
     let read = matches!(verb, Some(Verb::Get | Verb::List | Verb::Watch))
@@ -90,7 +90,8 @@ pub async fn serve(
             verb.map_or(parts.method.as_str(), |v| v.as_str()),
             kcp::GROUP,
             resource,
-        ));
+        )
+        .into());
     }
     let kind = match at {
         At::Root => kcp::SLICE_KIND,
@@ -111,10 +112,12 @@ pub async fn serve(
         ApiRequest::parse(&incoming)?.ok_or_else(|| ApiError::internal("a read without a verb"))?;
     let accept = parts.headers.get(ACCEPT).and_then(|v| v.to_str().ok());
     api.output = crate::wire::accept::object_output(accept, api.verb == Verb::Watch)?;
+    // Never a Table: the Table's options are not read.
+    api.table = Ok(Default::default());
     let (labels, fields) = selectors(&api)?;
     let selection = Selection { labels, fields };
     match at {
-        At::Root => slices(app, target, request, &api, &selection, parts),
+        At::Root => Ok(slices(app, target, request, &api, &selection, parts)?),
         At::Every | At::One(_) => bindings(app, target, at, resolved, &api, selection, parts).await,
     }
 }
@@ -242,7 +245,7 @@ fn still_watch(
             _ = tx.closed() => {}
         }
     });
-    crate::proxy::watch::channel_body(rx)
+    crate::forward::watch::channel_body(rx)
 }
 
 /// `value` in the negotiated representation.
@@ -263,9 +266,8 @@ async fn bindings(
     api: &ApiRequest,
     selection: Selection,
     parts: &http::request::Parts,
-) -> Result<Response<BoxBody>, ApiError> {
+) -> Result<Response<BoxBody>, Failure> {
     let request = resolved.resource().ok_or_else(ApiError::page_not_found)?;
-    let errors = ErrorForm::of(&parts.headers, Some(&resolved.query));
     let name = target
         .export_name
         .clone()
@@ -294,89 +296,72 @@ async fn bindings(
     let sent = provider::http_request(&provider, parts.headers.get(USER_AGENT), [])?;
     let response = provider::read_through(app.proxy.upstream.as_ref(), &provider, sent).await?;
     let shape = Shape::of(api, None, EXPORT_KIND, EXPORT_VERSION);
-    let status = response.status();
-    let json = response
-        .headers()
-        .get(CONTENT_TYPE)
-        .is_some_and(|ct| ct.as_bytes().starts_with(b"application/json"));
-    if !json {
-        return Err(crate::forward::answer::unreadable("the provider"));
+    // The one store, with the consumers' exports as bindings as its scope.
+    let store = Store {
+        upstream: app.proxy.upstream.as_ref(),
+        name: PROVIDER,
+        view: view.as_ref(),
+        shape: &shape,
+        request: api,
+        named: Named {
+            group: kcp::GROUP,
+            resource: kcp::BINDINGS,
+            name: &name,
+        },
+    };
+    if api.verb == Verb::Watch && response.status().is_success() {
+        let each = watched(view.clone(), shape.clone(), api.output.media);
+        return store
+            .watch(response, each, app.proxy.shutdown.clone())
+            .await;
     }
-    if api.verb == Verb::Watch && status.is_success() {
-        let shutdown = app.proxy.shutdown.clone();
-        return Ok(watched(response, view, shape, api.output.media, shutdown));
+    let read = store.read(response).await?;
+    if !(200..300).contains(&read.status) {
+        return Err(refused(read.status, &read.body, api, view.as_ref(), &name));
     }
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| ApiError::unavailable(format!("reading the provider's answer: {e}")))?
-        .to_bytes();
-    if !status.is_success() {
-        return refused(status.as_u16(), &bytes, api, view.as_ref(), &name, errors);
-    }
-    let mut answer =
-        answer_up(view.as_ref(), &shape, status.as_u16(), &bytes).map_err(|refused| {
-            refused.to_error("the provider", || {
-                ApiError::object_not_found(kcp::GROUP, kcp::BINDINGS, &name)
-            })
-        })?;
+    let mut answer = store.up(&read)?;
     if api.verb == Verb::List {
         answer.value["kind"] = json!(format!("{}List", kcp::BINDING_KIND));
         answer.value["apiVersion"] = json!(kcp::api_version());
     }
-    respond(&answer.value, api)
+    store.respond(answer.status, &answer.value, read.warnings)
 }
 
-/// The provider's watch of the exports as a watch of the bindings.
+/// The provider's watch events of the exports as events of the bindings.
 fn watched(
-    response: Response<BoxBody>,
     view: Arc<Bindings>,
     shape: Shape,
     media: crate::wire::accept::Media,
-    shutdown: tokio::sync::watch::Receiver<bool>,
-) -> Response<BoxBody> {
-    let status = response.status();
-    let body = watch::translate_stream(
-        response.into_body(),
-        Box::new(move |event| {
-            let mut event = event_up(view.as_ref(), &shape, event)?;
-            if event["type"] == "BOOKMARK" {
-                event["object"]["kind"] = json!(kcp::BINDING_KIND);
-                event["object"]["apiVersion"] = json!(kcp::api_version());
-            }
-            encode::event(&event, media)
-        }),
-        shutdown,
-    );
-    encode::watch_response(status, body, media)
+) -> watch::EventTranslator {
+    Box::new(move |event| {
+        let mut event = event_up(view.as_ref(), &shape, event)?;
+        if event["type"] == "BOOKMARK" {
+            event["object"]["kind"] = json!(kcp::BINDING_KIND);
+            event["object"]["apiVersion"] = json!(kcp::api_version());
+        }
+        encode::event(&event, media)
+    })
 }
 
 /// The provider's refusal (`code`, `body`) of the read of the exports
 /// behind the bindings, as the bindings' own.
-fn refused(
-    code: u16,
-    body: &[u8],
-    api: &ApiRequest,
-    view: &Bindings,
-    name: &str,
-    errors: ErrorForm,
-) -> Result<Response<BoxBody>, ApiError> {
-    Ok(match code {
+fn refused(code: u16, body: &[u8], api: &ApiRequest, view: &Bindings, name: &str) -> Failure {
+    let unreadable = || crate::forward::answer::unreadable(PROVIDER).into();
+    match code {
         404 if api.verb == Verb::Get => {
-            errors.error(&ApiError::object_not_found(kcp::GROUP, kcp::BINDINGS, name))
+            ApiError::object_not_found(kcp::GROUP, kcp::BINDINGS, name).into()
         }
         400 | 410 | 422 => {
-            let value: Value = crate::deep::from_slice(body)
-                .map_err(|_| crate::forward::answer::unreadable("the provider"))?;
-            let status = status_up(view, &value)
-                .ok_or_else(|| crate::forward::answer::unreadable("the provider"))?;
-            errors.status(code, &status)
+            let Ok(value) = crate::deep::from_slice::<Value>(body) else {
+                return unreadable();
+            };
+            match status_up(view, &value) {
+                Some(status) => Failure::Upstream(code, status),
+                None => unreadable(),
+            }
         }
-        _ => errors.error(&ApiError::unavailable(
-            "the provider cannot list the export's consumers now",
-        )),
-    })
+        _ => ApiError::unavailable("the provider cannot list the export's consumers now").into(),
+    }
 }
 
 /// The provider's read of the exports behind the bindings `request` asks

@@ -23,7 +23,7 @@ pub mod wildcard;
 
 use crate::app::App;
 use crate::catalog::ConsumerView;
-use crate::proxy::error;
+use crate::forward::encode::{ErrorForm, Failure};
 use crate::resolved::Resolved;
 use crate::route::{ApiPath, ConsumerId};
 use crate::status::ApiError;
@@ -72,9 +72,12 @@ pub async fn serve(
     parts: http::request::Parts,
     body: Bytes,
 ) -> Response<BoxBody> {
+    // Every error in the form the caller negotiated, as kube-apiserver
+    // answers.
+    let errors = ErrorForm::of(&parts.headers, Some(&resolved.query));
     match try_serve(app, target, at, resolved, parts, body).await {
         Ok(response) => response,
-        Err(e) => error(&e),
+        Err(failure) => errors.failure(&failure),
     }
 }
 
@@ -85,9 +88,9 @@ async fn try_serve(
     resolved: &Resolved,
     parts: http::request::Parts,
     body: Bytes,
-) -> Result<Response<BoxBody>, ApiError> {
+) -> Result<Response<BoxBody>, Failure> {
     let Some(path) = resolved.endpoint.api_path() else {
-        return Err(ApiError::page_not_found());
+        return Err(ApiError::page_not_found().into());
     };
     // The kcp dialect: the export's root serves only its endpoint slice,
     // which exists before any consumer binds (with its one URL).
@@ -107,7 +110,7 @@ async fn try_serve(
                 | ApiPath::OpenApiV3GroupVersion { .. }
         );
         if !root_document {
-            return Err(ApiError::page_not_found());
+            return Err(ApiError::page_not_found().into());
         }
         let specs = || kcp::specs_at(&At::Root);
         let mut document = crate::documents::document_of(specs, path, &parts.headers).flatten();
@@ -118,7 +121,7 @@ async fn try_serve(
     }
     let consumer = at.consumer().cloned();
     let Some(export_name) = &target.export_name else {
-        return Err(ApiError::page_not_found());
+        return Err(ApiError::page_not_found().into());
     };
     let views: Vec<ConsumerView> = app.catalog.read(|catalog| {
         target
@@ -128,10 +131,10 @@ async fn try_serve(
             .collect()
     });
     let Some(first) = views.first() else {
-        return Err(ApiError::page_not_found());
+        return Err(ApiError::page_not_found().into());
     };
     let Some(request) = resource else {
-        return documents(app, first, &at, export_name, path, &parts).await;
+        return Ok(documents(app, first, &at, export_name, path, &parts).await?);
     };
     let Some(consumer) = consumer else {
         return wildcard::serve(app, &target.key, resolved, parts).await;

@@ -12,11 +12,12 @@
 use crate::app::App;
 use crate::catalog::Catalog;
 use crate::catalog::watch::SharedCatalog;
-use crate::forward::answer::{Shape, View, Visibility, answer_up, event_up};
-use crate::forward::encode::{self, ErrorForm};
+use crate::forward::answer::{Shape, View, Visibility};
+use crate::forward::encode::{self, Failure};
 use crate::forward::request::{ApiRequest, Incoming};
-use crate::proxy::provider;
-use crate::proxy::watch;
+use crate::forward::store::{self, Named, Store};
+use crate::forward::watch;
+use crate::proxy::provider::{self, PROVIDER};
 use crate::resolved::Resolved;
 use crate::route::{ResourceRequest, Verb};
 use crate::status::ApiError;
@@ -29,8 +30,8 @@ use crate::upstream::{BoxBody, Upstream};
 use crate::wire::accept::{Output, Target};
 use crate::wire::query::{ListOptions, Pairs};
 use bytes::{Bytes, BytesMut};
-use http::header::{CONTENT_TYPE, USER_AGENT};
-use http::{Method, Response, StatusCode};
+use http::header::USER_AGENT;
+use http::{Method, Response};
 use http_body_util::BodyExt;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -216,7 +217,7 @@ fn made_event(
     {
         watch::cut_to_metadata(&mut event, meta);
     }
-    encode::event(&event_up(view, shape, event)?, output.media)
+    store::event(view, shape, event, output.media)
 }
 
 /// How often an idle wildcard watch looks whether its consumers changed.
@@ -402,10 +403,7 @@ impl Following {
     /// One provider event in the caller's terms, or nothing.
     fn translated(&mut self, event: Value) -> Option<Bytes> {
         let mark = Mark::of(&event);
-        let out = encode::event(
-            &event_up(self.view.as_ref(), &self.shape, event)?,
-            self.output.media,
-        )?;
+        let out = store::event(self.view.as_ref(), &self.shape, event, self.output.media)?;
         self.standing.after(&mark);
         Some(out)
     }
@@ -496,14 +494,13 @@ pub async fn serve(
     export: &str,
     resolved: &Resolved,
     parts: http::request::Parts,
-) -> Result<Response<BoxBody>, ApiError> {
+) -> Result<Response<BoxBody>, Failure> {
     let request = resolved.resource().ok_or_else(ApiError::page_not_found)?;
-    let errors = ErrorForm::of(&parts.headers, Some(&resolved.query));
     let (generation, bounds) = app
         .catalog
         .read(|c| (c.generation(), bounds_of(c, export, request)));
     let Some(first) = bounds.first().cloned() else {
-        return Err(ApiError::page_not_found());
+        return Err(ApiError::page_not_found().into());
     };
     // Only lists and watches: anything else needs a consumer's path.
     let verb = resolved.verb;
@@ -512,7 +509,8 @@ pub async fn serve(
             parts.method.as_str(),
             &first.group,
             &first.resource,
-        ));
+        )
+        .into());
     }
     let incoming = Incoming {
         method: &parts.method,
@@ -533,7 +531,8 @@ pub async fn serve(
     if request.namespace.is_some() {
         return Err(ApiError::bad_request(
             "a namespace belongs to one consumer: list it at clusters/<consumer>/",
-        ));
+        )
+        .into());
     }
     let scope = format!("workspace/{export}/{}", first.qualified_resource());
     let shown = by_label(bounds);
@@ -547,60 +546,39 @@ pub async fn serve(
     let response = provider::read_through(app.proxy.upstream.as_ref(), &provider, sent).await?;
     let api_version = format!("{}/{}", request.group, request.version);
     let shape = Shape::of(&api, None, &first.kind, &api_version);
+    // The one store, with every consumer of the export as its scope.
+    let store = Store {
+        upstream: app.proxy.upstream.as_ref(),
+        name: PROVIDER,
+        view: view.as_ref(),
+        shape: &shape,
+        request: &api,
+        named: Named {
+            group: &first.group,
+            resource: &first.resource,
+            name: "",
+        },
+    };
     let status = response.status();
-    let json = response
-        .headers()
-        .get(CONTENT_TYPE)
-        .is_some_and(|ct| ct.as_bytes().starts_with(b"application/json"));
-    if api.verb == Verb::Watch && status.is_success() {
-        if !json {
-            return Err(crate::forward::answer::unreadable("the provider"));
-        }
-        let shown = (generation, shown);
-        let following = Following::of(app, export, request.clone(), shown, view, shape, &api)?;
-        let body = following.run(response.into_body(), app.proxy.shutdown.clone());
-        let media = api.output.media;
-        return Ok(encode::watch_response(status, body, media));
+    if api.verb != Verb::Watch || !status.is_success() {
+        return store.answered(response).await;
     }
-    listed(response, json, view.as_ref(), &shape, &api, errors).await
-}
-
-/// The provider's answer to a list across every consumer, as the caller
-/// sees it.
-async fn listed(
-    response: http::Response<BoxBody>,
-    json: bool,
-    view: &Everyone,
-    shape: &Shape,
-    api: &ApiRequest,
-    errors: ErrorForm,
-) -> Result<Response<BoxBody>, ApiError> {
-    let status = response.status();
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| ApiError::unavailable(format!("reading the provider's answer: {e}")))?
-        .to_bytes();
-    if !json {
-        return Err(crate::forward::answer::unreadable("the provider"));
+    if !store::is_json(response.headers()) {
+        return Err(store.unreadable());
     }
-    let answer = answer_up(view, shape, status.as_u16(), &bytes).map_err(|refused| {
-        refused.to_error("the provider", || {
-            crate::forward::answer::unreadable("the provider")
-        })
-    })?;
-    if answer.status >= 300 {
-        return Ok(errors.status(answer.status, &answer.value));
-    }
-    if let Err(error) = &api.table {
-        return Err(error.clone());
-    }
-    let (content_type, body) = encode::encode(&answer.value, api.output.media, api.pretty)
-        .map_err(|e| e.to_error(|| crate::forward::answer::unreadable("the provider")))?;
-    let mut response = encode::full(answer.status, content_type, body);
-    *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
-    Ok(response)
+    // Consumers leave and join while it runs: the stream follows them.
+    let shown = (generation, shown);
+    let following = Following::of(
+        app,
+        export,
+        request.clone(),
+        shown,
+        view.clone(),
+        shape.clone(),
+        &api,
+    )?;
+    let body = following.run(response.into_body(), app.proxy.shutdown.clone());
+    Ok(encode::watch_response(status, body, api.output.media))
 }
 
 /// The provider's collection across namespaces, with the caller's options:

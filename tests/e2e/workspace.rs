@@ -342,6 +342,23 @@ fn one_url_lists_and_watches_every_consumer_of_an_export_and_writes_through_one(
         (code, status["reason"].clone()),
         (405, "MethodNotAllowed".into())
     );
+    // In the form the caller negotiated, as kube-apiserver answers errors.
+    let yaml = Command::new("curl")
+        .args(["-sS", "-X", "POST", "-o", "-", "-w", "\n%{http_code} %{content_type}"])
+        .arg("--cacert")
+        .arg(bindery().pki.join("bindery/serving-ca.crt"))
+        .args(["-H", &format!("Authorization: Bearer {token}")])
+        .args(["-H", "Accept: application/yaml"])
+        .args(["-H", "Content-Type: application/json"])
+        .args(["--data-binary", &instance.to_string()])
+        .arg(&all)
+        .output()
+        .expect("curl runs");
+    let yaml = String::from_utf8_lossy(&yaml.stdout).to_string();
+    assert!(
+        yaml.ends_with("\n405 application/yaml") && yaml.contains("reason: MethodNotAllowed\n"),
+        "{yaml}"
+    );
     let (code, _) = curl(
         "GET",
         &format!(

@@ -39,6 +39,7 @@ pub mod resolved;
 pub mod route;
 pub mod router;
 pub mod schema_compat;
+pub mod sender;
 pub mod serve;
 pub mod server;
 pub mod status;

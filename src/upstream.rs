@@ -4,30 +4,20 @@
 //! keyed by the typed provider request ([`CacheRead`]).
 
 use crate::route::ResourceRequest;
-use crate::table::RowParts;
+pub use crate::sender::{BoxBody, BoxError, Sender, Sent};
 use crate::table::jsonpath::Unsupported;
+use crate::table::{Columns, RowParts};
+pub use crate::translate::consumer_view::Translation;
+use crate::wire::query::IncludeObject;
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use http_body_util::combinators::UnsyncBoxBody;
 use std::future::Future;
 use std::pin::Pin;
 
-/// A streaming response body.
-pub type BoxBody = UnsyncBoxBody<Bytes, BoxError>;
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// Sends a request to the provider and returns its response, streaming; a
-/// watch cache in front of it answers the reads it is asked for by
-/// [`CacheRead`], and only those.
-pub trait Upstream: Send + Sync {
-    /// Sends `request` to the provider. A request made from a typed provider
-    /// request carries its target (a [`ResourceRequest`] in provider terms)
-    /// in its extensions, so nothing reads its path again.
-    fn send(
-        &self,
-        request: http::Request<Bytes>,
-    ) -> Pin<Box<dyn Future<Output = Result<http::Response<BoxBody>, BoxError>> + Send + '_>>;
-
+/// Sends a request to the provider ([`Sender`]) and returns its response,
+/// streaming; a watch cache in front of it answers the reads it is asked
+/// for by [`CacheRead`], and only those.
+pub trait Upstream: Sender {
     /// A LIST or WATCH answered from what this upstream holds, in provider
     /// terms; `None`: send it.
     fn cached<'a>(
@@ -38,27 +28,27 @@ pub trait Upstream: Send + Sync {
     }
 
     /// A LIST body already in the consumer's terms, when this upstream can
-    /// answer `read` with objects it translated with `translation()`
-    /// (called only then; each object is translated once per change);
+    /// answer `read` with objects it translated with `translation`
+    /// (each object is translated once per change and translation key);
     /// `None`: send it.
     fn list_translated<'a>(
         &'a self,
         _read: &'a CacheRead<'a>,
-        _translation: &'a (dyn Fn() -> Translation + Send + Sync),
+        _translation: &'a Translation,
     ) -> Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send + 'a>> {
         Box::pin(async { None })
     }
 
     /// A Table's rows already made, when this upstream can answer `read`
     /// (a list, as [`Upstream::list_translated`] would) from objects it
-    /// translated with `translation()`: each row made by `rows` from an
+    /// translated with `translation`: each row made by `rows` from an
     /// object's consumer form, once per change of the object and per
     /// [`RowMaker::key`]; with the list's metadata. `None`: no rows here
     /// (the caller renders them from a list, or asks the provider).
     fn rows_translated<'a>(
         &'a self,
         _read: &'a CacheRead<'a>,
-        _translation: &'a (dyn Fn() -> Translation + Send + Sync),
+        _translation: &'a Translation,
         _rows: &'a RowMaker<'a>,
     ) -> Pin<Box<dyn Future<Output = Option<Rows>> + Send + 'a>> {
         Box::pin(async { None })
@@ -66,25 +56,25 @@ pub trait Upstream: Send + Sync {
 
     /// A WATCH stream (newline-delimited JSON events) already in the
     /// consumer's terms, when this upstream can answer `read` from a shared
-    /// stream whose objects it translates with `translation()`, once per
+    /// stream whose objects it translates with `translation`, once per
     /// change; `None`: send it.
     fn watch_translated<'a>(
         &'a self,
         _read: &'a CacheRead<'a>,
-        _translation: &'a (dyn Fn() -> Translation + Send + Sync),
+        _translation: &'a Translation,
     ) -> Pin<Box<dyn Future<Output = Option<BoxBody>> + Send + 'a>> {
         Box::pin(async { None })
     }
 
     /// The consumer's form of `body`, the provider's answer to a JSON GET
     /// of the object `target` (in provider terms), when this upstream
-    /// already made it with `translation()` from the very same version of
+    /// already made it with `translation` from the very same version of
     /// the object (as lists and watches use it); `None`: translate `body`.
     fn object_translated(
         &self,
         _target: &ResourceRequest,
         _body: &[u8],
-        _translation: &(dyn Fn() -> Translation + Send + Sync),
+        _translation: &Translation,
     ) -> Option<Bytes> {
         None
     }
@@ -119,11 +109,27 @@ pub struct CacheRead<'a> {
     pub identity_scope: Option<&'a str>,
 }
 
-/// How a Table's rows are made from objects' consumer forms: rows made
-/// under equal `key`s are equal for equal objects, so they may be reused.
+/// How a Table's rows are made from objects' consumer forms: the columns
+/// of the resource's version, and what each row carries of its object.
+/// Data, not a callback: the cache makes the rows itself. Rows made under
+/// equal [`RowMaker::key`]s are equal for equal objects, so they may be
+/// reused.
+#[derive(Clone, Copy)]
 pub struct RowMaker<'a> {
-    pub key: u64,
-    pub make: &'a (dyn Fn(&[u8]) -> Result<RowParts, Unsupported> + Send + Sync),
+    pub columns: &'a Columns,
+    pub include: IncludeObject,
+}
+
+impl RowMaker<'_> {
+    pub fn key(&self) -> u64 {
+        self.columns.row_key(self.include)
+    }
+
+    /// The row of an object's consumer form (JSON).
+    pub fn row(&self, consumer: &[u8]) -> Result<RowParts, Unsupported> {
+        let item = std::str::from_utf8(consumer).map_err(|_| Unsupported)?;
+        self.columns.row_of(item, self.include)
+    }
 }
 
 /// A list's rows, and the list's metadata (`resourceVersion`, `continue`,
@@ -132,20 +138,6 @@ pub struct Rows {
     pub metadata: serde_json::Map<String, serde_json::Value>,
     pub rows: Vec<std::sync::Arc<RowParts>>,
 }
-
-/// How one consumer sees the objects of one resource: `item` turns a
-/// provider object's JSON into the consumer's (`None`: not the consumer's).
-/// Equal `key`s translate alike, so their results may be reused.
-/// `continue_token` turns the provider's continue token into the one the
-/// consumer is given.
-pub struct Translation {
-    pub key: u64,
-    pub item: ItemTranslator,
-    pub continue_token: Box<dyn Fn(&str) -> String + Send + Sync>,
-}
-
-/// A provider object's JSON into a consumer's (`None`: not the consumer's).
-pub type ItemTranslator = Box<dyn Fn(&[u8]) -> Option<Vec<u8>> + Send + Sync>;
 
 /// The provider as the proxy reaches it: a plain hyper client with the TLS,
 /// server address and credentials kube-rs makes from the provider's config,
@@ -188,11 +180,10 @@ impl ProviderUpstream {
     }
 }
 
-impl Upstream for ProviderUpstream {
-    fn send(
-        &self,
-        request: http::Request<Bytes>,
-    ) -> Pin<Box<dyn Future<Output = Result<http::Response<BoxBody>, BoxError>> + Send + '_>> {
+impl Upstream for ProviderUpstream {}
+
+impl Sender for ProviderUpstream {
+    fn send(&self, request: http::Request<Bytes>) -> Sent<'_> {
         let call = tower::ServiceExt::oneshot(
             self.service.clone(),
             request.map(http_body_util::Full::new),
@@ -216,11 +207,10 @@ impl KubeUpstream {
     }
 }
 
-impl Upstream for KubeUpstream {
-    fn send(
-        &self,
-        request: http::Request<Bytes>,
-    ) -> Pin<Box<dyn Future<Output = Result<http::Response<BoxBody>, BoxError>> + Send + '_>> {
+impl Upstream for KubeUpstream {}
+
+impl Sender for KubeUpstream {
+    fn send(&self, request: http::Request<Bytes>) -> Sent<'_> {
         Box::pin(async move {
             let request = request.map(kube::client::Body::from);
             let response = self.client.send(request).await?;

@@ -9,6 +9,7 @@
 //! a path or a query string. One place reads a raw query besides, and is
 //! named here with why: `bindery route`, a server of its own in front of
 //! several bindery servers, rewrites the caller's query for each provider.
+//! And the watch cache is handed data to translate with, not callbacks.
 
 use std::path::Path;
 
@@ -84,6 +85,27 @@ fn only_the_routers_rewrites_read_a_raw_query() {
 #[test]
 fn the_watch_cache_reads_the_typed_provider_request_not_its_path() {
     let cache: Vec<String> = files_with(&["uri().path()", "uri.path()", ".query()"])
+        .into_iter()
+        .filter(|file| file.starts_with("cache/"))
+        .collect();
+    assert_eq!(cache, Vec::<String>::new());
+}
+
+/// The watch cache is a layer with no callbacks into the proxy: what it is
+/// handed to translate objects and make Table rows with is data (the
+/// consumer's view, the columns), which it applies itself.
+#[test]
+fn the_watch_cache_is_handed_data_not_callbacks() {
+    let door = code_of(
+        &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/upstream.rs"))
+            .expect("src/upstream.rs"),
+    );
+    let callbacks: Vec<&str> = door
+        .lines()
+        .filter(|line| line.contains("dyn Fn") || line.contains("impl Fn"))
+        .collect();
+    assert_eq!(callbacks, Vec::<&str>::new());
+    let cache: Vec<String> = files_with(&["dyn Fn() -> Translation", "translation()"])
         .into_iter()
         .filter(|file| file.starts_with("cache/"))
         .collect();

@@ -48,7 +48,7 @@ pub fn translated(
     namespace: &str,
     name: &str,
     body: &[u8],
-    translation: &(dyn Fn() -> Translation + Send + Sync),
+    translation: &Translation,
 ) -> Option<Bytes> {
     let (got_namespace, got_name, version) = identity(body)?;
     if got_namespace != namespace || got_name != name {
@@ -57,7 +57,7 @@ pub fn translated(
     let stored = reflected
         .read(|store, _| store.object_at(namespace, name, version))
         .flatten()?;
-    stored.translated(&translation())
+    stored.translated(translation)
 }
 
 #[cfg(test)]
@@ -97,39 +97,28 @@ mod tests {
     #[test]
     fn a_get_of_the_version_the_store_holds_is_answered_with_its_consumer_form() {
         use super::super::store::Store;
-        use std::sync::Arc;
-        use std::sync::atomic::{AtomicUsize, Ordering};
+        use crate::translate::consumer_view::fixtures::{mine, stamped};
         let object = |version: &str| {
-            serde_json::json!({"apiVersion": "example.com/v1", "kind": "Widget",
-                "metadata": {"namespace": "n", "name": "w", "resourceVersion": version}})
+            stamped(
+                serde_json::json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                "metadata": {"namespace": "a", "name": "w", "resourceVersion": version}}),
+            )
         };
         let store = Store::from_list(&serde_json::json!({"apiVersion": "example.com/v1",
             "kind": "WidgetList", "metadata": {"resourceVersion": "9"}, "items": [object("5")]}))
         .unwrap();
         let reflected = super::super::reflector::listed(store);
-        let made = Arc::new(AtomicUsize::new(0));
-        let translation = {
-            let made = made.clone();
-            move || Translation {
-                key: 1,
-                item: {
-                    let made = made.clone();
-                    Box::new(move |bytes: &[u8]| {
-                        made.fetch_add(1, Ordering::SeqCst);
-                        Some([b"consumer:", bytes].concat())
-                    })
-                },
-                continue_token: Box::new(str::to_string),
-            }
-        };
+        let translation = mine(0);
         let body = |version| serde_json::to_vec(&object(version)).unwrap();
-        let answer = translated(&reflected, "n", "w", &body("5"), &translation).unwrap();
-        assert!(answer.starts_with(b"consumer:"), "the consumer form");
-        translated(&reflected, "n", "w", &body("5"), &translation).unwrap();
-        assert_eq!(made.load(Ordering::SeqCst), 1, "made once per change");
+        let answer = translated(&reflected, "a", "w", &body("5"), &translation).unwrap();
+        let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+        assert_eq!(answer["metadata"]["namespace"], "mine", "the consumer form");
+        let again = translated(&reflected, "a", "w", &body("5"), &translation).unwrap();
+        let kept = translated(&reflected, "a", "w", &body("5"), &translation).unwrap();
+        assert_eq!(again.as_ptr(), kept.as_ptr(), "made once per change");
         // Another version, or another object's body, is translated as usual.
-        assert!(translated(&reflected, "n", "w", &body("6"), &translation).is_none());
-        assert!(translated(&reflected, "n", "x", &body("5"), &translation).is_none());
+        assert!(translated(&reflected, "a", "w", &body("6"), &translation).is_none());
+        assert!(translated(&reflected, "a", "x", &body("5"), &translation).is_none());
         assert!(translated(&reflected, "m", "w", &body("5"), &translation).is_none());
     }
 }

@@ -23,7 +23,9 @@ pub mod subscribers;
 pub mod watcher;
 
 use crate::route::ResourceRequest;
-use crate::upstream::{BoxBody, BoxError, CacheRead, RowMaker, Rows, Translation, Upstream};
+use crate::upstream::{
+    BoxBody, BoxError, CacheRead, RowMaker, Rows, Sender, Sent, Translation, Upstream,
+};
 use bytes::Bytes;
 use changes::Window;
 use dashmap::DashMap;
@@ -123,15 +125,14 @@ impl CachedUpstream {
     async fn list(
         &self,
         read: &CacheRead<'_>,
-        translation: Option<&(dyn Fn() -> Translation + Send + Sync)>,
+        translation: Option<&Translation>,
     ) -> Option<Vec<u8>> {
         let (reflected, page) = self.page(read).await?;
-        let translation = translation.map(|make| make());
         reflected.read(|store, _| match &translation {
             Some(translation) => store.list_body(
                 &page,
                 |stored| stored.translated(translation),
-                &translation.continue_token,
+                |token| translation.continue_token(token),
             ),
             None => store.list_body(&page, |stored| Some(stored.bytes.clone()), str::to_string),
         })
@@ -223,7 +224,7 @@ impl CachedUpstream {
     async fn watch(
         &self,
         read: &CacheRead<'_>,
-        translation: Option<&(dyn Fn() -> Translation + Send + Sync)>,
+        translation: Option<&Translation>,
     ) -> Option<BoxBody> {
         let (collection, namespace, watch) = cacheable_watch(read)?;
         let reflected = self.reflected(&collection);
@@ -254,7 +255,7 @@ impl CachedUpstream {
         let watcher = Watcher {
             namespace,
             selection: watch.selection,
-            translation: translation.map(|make| make()),
+            translation: translation.cloned(),
             bookmarks: watch.bookmarks,
             timeout: watch.timeout_seconds.map(Duration::from_secs),
             api_version,
@@ -319,11 +320,8 @@ impl CachedUpstream {
     }
 }
 
-impl Upstream for CachedUpstream {
-    fn send(
-        &self,
-        request: http::Request<Bytes>,
-    ) -> Pin<Box<dyn Future<Output = Result<http::Response<BoxBody>, BoxError>> + Send + '_>> {
+impl Sender for CachedUpstream {
+    fn send(&self, request: http::Request<Bytes>) -> Sent<'_> {
         Box::pin(async move {
             let written = (request.method() != http::Method::GET)
                 .then(|| request.extensions().get::<ResourceRequest>())
@@ -339,7 +337,9 @@ impl Upstream for CachedUpstream {
             }
         })
     }
+}
 
+impl Upstream for CachedUpstream {
     fn cached<'a>(
         &'a self,
         read: &'a CacheRead<'a>,
@@ -350,7 +350,7 @@ impl Upstream for CachedUpstream {
     fn list_translated<'a>(
         &'a self,
         read: &'a CacheRead<'a>,
-        translation: &'a (dyn Fn() -> Translation + Send + Sync),
+        translation: &'a Translation,
     ) -> Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send + 'a>> {
         Box::pin(self.list(read, Some(translation)))
     }
@@ -358,19 +358,18 @@ impl Upstream for CachedUpstream {
     fn rows_translated<'a>(
         &'a self,
         read: &'a CacheRead<'a>,
-        translation: &'a (dyn Fn() -> Translation + Send + Sync),
+        translation: &'a Translation,
         rows: &'a RowMaker<'a>,
     ) -> Pin<Box<dyn Future<Output = Option<Rows>> + Send + 'a>> {
         Box::pin(async move {
             let (reflected, page) = self.page(read).await?;
-            let translation = translation();
-            let key = store::row_key(&translation, rows);
+            let key = store::row_key(translation, rows);
             reflected
                 .read(|store, _| {
                     store.rows(
                         &page,
-                        |stored| stored.row(key, &translation, rows),
-                        &translation.continue_token,
+                        |stored| stored.row(key, translation, rows),
+                        |token| translation.continue_token(token),
                     )
                 })
                 .flatten()
@@ -380,7 +379,7 @@ impl Upstream for CachedUpstream {
     fn watch_translated<'a>(
         &'a self,
         read: &'a CacheRead<'a>,
-        translation: &'a (dyn Fn() -> Translation + Send + Sync),
+        translation: &'a Translation,
     ) -> Pin<Box<dyn Future<Output = Option<BoxBody>> + Send + 'a>> {
         Box::pin(self.watch(read, Some(translation)))
     }
@@ -389,7 +388,7 @@ impl Upstream for CachedUpstream {
         &self,
         target: &ResourceRequest,
         body: &[u8],
-        translation: &(dyn Fn() -> Translation + Send + Sync),
+        translation: &Translation,
     ) -> Option<Bytes> {
         let name = target.name.as_deref()?;
         if target.subresource.is_some() || !reflectable(target) {

@@ -93,10 +93,10 @@ impl Stored {
     pub fn translated(&self, translation: &Translation) -> Option<Bytes> {
         let mut memo = self.translated.lock().unwrap_or_else(|p| p.into_inner());
         match memo.as_ref() {
-            Some((key, made)) if *key == translation.key => made.clone(),
+            Some((key, made)) if *key == translation.key() => made.clone(),
             _ => {
-                let made = (translation.item)(&self.bytes).map(exact);
-                *memo = Some((translation.key, made.clone()));
+                let made = translation.item(&self.bytes).map(exact);
+                *memo = Some((translation.key(), made.clone()));
                 made
             }
         }
@@ -116,7 +116,7 @@ impl Stored {
         }
         let made = match self.translated(translation) {
             None => Ok(None),
-            Some(consumer) => (rows.make)(&consumer).map(|row| Some(Arc::new(row))),
+            Some(consumer) => rows.row(&consumer).map(|row| Some(Arc::new(row))),
         };
         *self.row.lock().unwrap_or_else(|p| p.into_inner()) = Some(Box::new((key, made.clone())));
         made
@@ -127,7 +127,7 @@ impl Stored {
 pub fn row_key(translation: &Translation, rows: &RowMaker) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    (translation.key, rows.key).hash(&mut hasher);
+    (translation.key(), rows.key()).hash(&mut hasher);
     hasher.finish()
 }
 
@@ -732,7 +732,7 @@ mod tests {
         store.list_body(
             &page,
             |s| s.translated(translation),
-            &translation.continue_token,
+            |token| translation.continue_token(token),
         )
     }
 
@@ -820,55 +820,75 @@ mod tests {
         assert!(names(&listed(&store, Some("c"), &any())).is_empty());
     }
 
+    /// The store of [`store`], with namespace `a`'s objects (and a third,
+    /// `a/w3`) consumer `c1`'s, as its export stores them.
+    fn stamped_store() -> Store {
+        use crate::translate::consumer_view::fixtures::stamped;
+        let mut store = store();
+        for (name, version) in [("w2", "11"), ("w3", "12")] {
+            let object = stamped(widget("a", name, version, json!({})));
+            store.apply(&event(json!({"type": "MODIFIED", "object": object})));
+        }
+        store
+    }
+
+    /// Stored object `a/<name>` at `version`.
+    fn stored(store: &Store, name: &str, version: u64) -> Arc<Stored> {
+        store.object_at("a", name, version).expect("stored")
+    }
+
+    /// Where a consumer form's bytes are: the same place when it was kept,
+    /// not made again.
+    fn made_at(stored: &Stored, translation: &Translation) -> *const u8 {
+        stored
+            .translated(translation)
+            .expect("the consumer's")
+            .as_ptr()
+    }
+
     #[test]
     fn each_object_is_translated_once_per_change_and_key() {
-        use std::sync::Arc;
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        let mut store = store();
-        let calls = Arc::new(AtomicUsize::new(0));
-        let translation = |key: u64| {
-            let calls = calls.clone();
-            Translation {
-                key,
-                item: Box::new(move |bytes| {
-                    calls.fetch_add(1, Ordering::SeqCst);
-                    let mut object: Value = crate::deep::from_slice(bytes).ok()?;
-                    // Only namespace `a` is this consumer's, renamed `mine`.
-                    (object["metadata"]["namespace"] == "a").then(|| {
-                        object["metadata"]["namespace"] = "mine".into();
-                        serde_json::to_vec(&object).unwrap()
-                    })
-                }),
-                continue_token: Box::new(|token| format!("sealed {token}")),
-            }
-        };
-        let first = translation(1);
+        use crate::translate::consumer_view::fixtures::mine;
+        let mut store = stamped_store();
+        let first = mine(0);
         let body = translated(&store, &first);
-        assert_eq!(names(&body), ["mine/w2"]);
-        assert_eq!(calls.load(Ordering::SeqCst), 2, "both objects once");
+        assert_eq!(
+            names(&body),
+            ["mine/w2", "mine/w3"],
+            "only c1's, in its terms"
+        );
+        let (w2, w3) = (
+            made_at(&stored(&store, "w2", 11), &first),
+            made_at(&stored(&store, "w3", 12), &first),
+        );
         translated(&store, &first);
         assert_eq!(
-            calls.load(Ordering::SeqCst),
-            2,
+            (
+                made_at(&stored(&store, "w2", 11), &first),
+                made_at(&stored(&store, "w3", 12), &first)
+            ),
+            (w2, w3),
             "nothing changed, nothing redone"
         );
-        store.apply(&event(json!({"type": "MODIFIED",
-            "object": widget("a", "w2", "11", json!({}))})));
+        let changed =
+            crate::translate::consumer_view::fixtures::stamped(widget("a", "w2", "13", json!({})));
+        store.apply(&event(json!({"type": "MODIFIED", "object": changed})));
         translated(&store, &first);
         assert_eq!(
-            calls.load(Ordering::SeqCst),
-            3,
-            "only the changed object again"
+            made_at(&stored(&store, "w3", 12), &first),
+            w3,
+            "the unchanged object is not made again"
         );
-        translated(&store, &translation(2));
-        assert_eq!(
-            calls.load(Ordering::SeqCst),
-            5,
-            "another translation redoes all"
+        let second = mine(1);
+        assert_ne!(second.key(), first.key());
+        assert_ne!(
+            made_at(&stored(&store, "w3", 12), &second),
+            w3,
+            "another translation makes it again"
         );
         assert_eq!(
             names(&listed(&store, None, &any())),
-            ["a/w2", "b/w1"],
+            ["a/w2", "a/w3", "b/w1"],
             "the provider form is kept"
         );
     }
@@ -879,77 +899,69 @@ mod tests {
     #[test]
     fn each_row_is_made_once_per_change_and_key() {
         use crate::table::Columns;
+        use crate::translate::consumer_view::fixtures::{mine, stamped};
         use crate::wire::query::IncludeObject;
-        use std::sync::Arc;
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        let mut store = store();
-        let translation = Translation {
-            key: 1,
-            item: Box::new(|bytes| {
-                let object: Value = crate::deep::from_slice(bytes).ok()?;
-                (object["metadata"]["namespace"] == "a").then(|| bytes.to_vec())
-            }),
-            continue_token: Box::new(|token| format!("sealed {token}")),
-        };
+        let mut store = stamped_store();
+        store.apply(&event(json!({"type": "DELETED",
+            "object": stamped(widget("a", "w3", "13", json!({})))})));
+        let translation = mine(0);
         let spec = serde_json::from_value(json!({"group": "example.com",
             "names": {"plural": "widgets", "kind": "Widget"}, "scope": "Namespaced",
-            "versions": [{"name": "v1", "served": true, "storage": true}]}))
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "additionalPrinterColumns": [{"name": "Size", "type": "number", "jsonPath": ".spec.size"}]}]}))
         .unwrap();
         let columns = Columns::of(&spec, "v1").unwrap();
-        let made = Arc::new(AtomicUsize::new(0));
-        let make = |consumer: &[u8]| {
-            made.fetch_add(1, Ordering::SeqCst);
-            columns.row_of(std::str::from_utf8(consumer).unwrap(), IncludeObject::None)
-        };
-        let rows = |store: &Store, key: u64| {
+        let rows = |store: &Store, include| {
             let page = store_page(store);
-            let maker = RowMaker { key, make: &make };
+            let maker = RowMaker {
+                columns: &columns,
+                include,
+            };
             let key = row_key(&translation, &maker);
             store
                 .rows(
                     &page,
                     |s| s.row(key, &translation, &maker),
-                    &translation.continue_token,
+                    |token| translation.continue_token(token),
                 )
-                .map(|rows| rows.rows.len())
+                .map(|rows| rows.rows)
         };
-        assert_eq!(rows(&store, 7), Some(1), "only namespace a's object");
-        assert_eq!(made.load(Ordering::SeqCst), 1);
-        assert_eq!(rows(&store, 7), Some(1));
-        assert_eq!(
-            made.load(Ordering::SeqCst),
-            1,
+        let first = rows(&store, IncludeObject::None).unwrap();
+        assert_eq!(first.len(), 1, "only namespace a's object");
+        let again = rows(&store, IncludeObject::None).unwrap();
+        assert!(
+            Arc::ptr_eq(&first[0], &again[0]),
             "nothing changed, nothing made"
         );
-        assert_eq!(rows(&store, 8), Some(1));
-        assert_eq!(made.load(Ordering::SeqCst), 2, "another key makes it again");
-        store.apply(&event(json!({"type": "MODIFIED",
-            "object": widget("a", "w2", "11", json!({}))})));
-        assert_eq!(rows(&store, 8), Some(1));
-        assert_eq!(made.load(Ordering::SeqCst), 3, "a change makes it again");
-        let page = store_page(&store);
-        let failing = |_: &[u8]| Err(Unsupported);
-        let maker = RowMaker {
-            key: 9,
-            make: &failing,
-        };
-        let key = row_key(&translation, &maker);
+        let other = rows(&store, IncludeObject::Metadata).unwrap();
         assert!(
-            store
-                .rows(
-                    &page,
-                    |s| s.row(key, &translation, &maker),
-                    &translation.continue_token
-                )
-                .is_none()
+            !Arc::ptr_eq(&first[0], &other[0]),
+            "another key makes it again"
         );
+        store.apply(&event(json!({"type": "MODIFIED",
+            "object": stamped(widget("a", "w2", "14", json!({})))})));
+        let changed = rows(&store, IncludeObject::Metadata).unwrap();
+        assert!(
+            !Arc::ptr_eq(&other[0], &changed[0]),
+            "a change makes it again"
+        );
+        // A cell bindery cannot show exactly as Go (a negative zero).
+        let mut unshowable = stamped(widget("a", "w2", "15", json!({})));
+        unshowable["spec"]["size"] = json!(-0.0);
+        store.apply(&event(json!({"type": "MODIFIED", "object": unshowable})));
+        assert!(rows(&store, IncludeObject::None).is_none());
+        let page = store_page(&store);
         let metadata = store
-            .rows(&page, |_| Ok(None), &translation.continue_token)
+            .rows(
+                &page,
+                |_| Ok(None),
+                |token| translation.continue_token(token),
+            )
             .unwrap()
             .metadata;
         assert_eq!(
             Value::Object(metadata),
-            json!({"continue": "", "resourceVersion": "11"})
+            json!({"continue": "", "resourceVersion": "15"})
         );
     }
 

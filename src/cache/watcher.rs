@@ -64,7 +64,7 @@ impl Watcher {
             Seen::Event(kind, object) => Some(event_line(kind, &self.object(object)?)),
             Seen::Left(bytes) => {
                 let bytes = match &self.translation {
-                    Some(translation) => (translation.item)(&bytes)?,
+                    Some(translation) => translation.item(&bytes)?,
                     None => bytes,
                 };
                 Some(event_line("DELETED", &bytes))

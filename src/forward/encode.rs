@@ -4,8 +4,8 @@
 //! the way kube-apiserver negotiates errors. Everything bindery writes to a
 //! caller about a resource is made here, from values translation produced.
 
+use crate::sender::BoxBody;
 use crate::status::ApiError;
-use crate::upstream::BoxBody;
 use crate::wire::accept::{self, Media};
 use crate::wire::go_quote::go_quote;
 use crate::wire::query::{self, Query};

@@ -11,8 +11,8 @@ use super::answer::{Answer, Shape, View, answer_up, event_up, unreadable, warnin
 use super::encode::{self, Failure};
 use super::request::ApiRequest;
 use super::watch::{EventTranslator, translate_stream};
+use crate::sender::{BoxBody, Sender};
 use crate::status::ApiError;
-use crate::upstream::{BoxBody, Upstream};
 use bytes::Bytes;
 use http::Response;
 use http::header::CONTENT_TYPE;
@@ -23,7 +23,7 @@ use tokio::sync::watch as signal;
 /// One request's way through the store.
 pub struct Store<'a> {
     /// Where the request goes.
-    pub upstream: &'a dyn Upstream,
+    pub upstream: &'a dyn Sender,
     /// The upstream's name in errors: "the provider", "the app cluster".
     pub name: &'static str,
     /// The scope: which upstream objects are the caller's, and how the
@@ -238,13 +238,11 @@ mod tests {
     use crate::forward::answer::{Expected, Visibility};
     use crate::forward::request::Options;
     use crate::route::Verb;
-    use crate::upstream::BoxError;
+    use crate::sender::Sent;
     use crate::wire::accept::{Media, Output, Target};
     use crate::wire::query::IncludeObject;
     use http_body_util::Full;
     use serde_json::json;
-    use std::future::Future;
-    use std::pin::Pin;
 
     /// Objects labelled `owner: me`, in namespace `p-ns` upstream and `ns`
     /// for the caller.
@@ -276,12 +274,8 @@ mod tests {
     /// A status, a body and headers.
     type Answered = (u16, &'static str, Vec<(&'static str, &'static str)>);
 
-    impl Upstream for Scripted {
-        fn send(
-            &self,
-            _request: http::Request<Bytes>,
-        ) -> Pin<Box<dyn Future<Output = Result<http::Response<BoxBody>, BoxError>> + Send + '_>>
-        {
+    impl Sender for Scripted {
+        fn send(&self, _request: http::Request<Bytes>) -> Sent<'_> {
             let answer = self.0.clone();
             Box::pin(async move {
                 let (status, body, headers) = answer.ok_or("connection refused")?;
@@ -328,24 +322,29 @@ mod tests {
         }
     }
 
-    /// What `request` is answered when the upstream answers `scripted`.
-    async fn answered(
-        scripted: Scripted,
-        request: &ApiRequest,
-    ) -> Result<Response<BoxBody>, Failure> {
-        let shape = shape();
-        let store = Store {
-            upstream: &scripted,
+    /// The store for widget `w` of the caller's, from `upstream`.
+    fn widgets<'a>(upstream: &'a Scripted, shape: &'a Shape, request: &'a ApiRequest) -> Store<'a> {
+        Store {
+            upstream,
             name: "the provider",
             view: &Mine,
-            shape: &shape,
+            shape,
             request,
             named: Named {
                 group: "g",
                 resource: "widgets",
                 name: "w",
             },
-        };
+        }
+    }
+
+    /// What `request` is answered when the upstream answers `scripted`.
+    async fn answered(
+        scripted: Scripted,
+        request: &ApiRequest,
+    ) -> Result<Response<BoxBody>, Failure> {
+        let shape = shape();
+        let store = widgets(&scripted, &shape, request);
         store
             .exchange(http::Request::new(Bytes::new()))
             .await
@@ -451,18 +450,7 @@ mod tests {
         let mut request = get(vec![], Ok(()));
         request.verb = Verb::Watch;
         let shape = shape();
-        let store = Store {
-            upstream: &scripted,
-            name: "the provider",
-            view: &Mine,
-            shape: &shape,
-            request: &request,
-            named: Named {
-                group: "g",
-                resource: "widgets",
-                name: "",
-            },
-        };
+        let store = widgets(&scripted, &shape, &request);
         let response = store.send(http::Request::new(Bytes::new())).await.unwrap();
         let (_stop, shutdown) = signal::channel(false);
         let each = Box::new(event_made);

@@ -5,7 +5,7 @@
 //! dropped: nothing bindery cannot read is passed on. The stream ends when
 //! the upstream ends it, the client goes away, or bindery shuts down.
 
-use crate::upstream::{BoxBody, BoxError};
+use crate::sender::{BoxBody, BoxError};
 use crate::wire::accept::MetaVersion;
 use crate::wire::object_meta;
 use bytes::{Bytes, BytesMut};

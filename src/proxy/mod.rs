@@ -12,10 +12,9 @@ pub mod namespaces;
 mod patch;
 pub mod provider;
 mod table;
-mod view;
 
 use crate::catalog::{ConsumerView, ServedResource};
-use crate::forward::answer::{Expected, Shape, Visibility};
+use crate::forward::answer::{Expected, Shape};
 use crate::forward::encode::{self, ErrorForm, Failure};
 use crate::forward::request::{ApiRequest, Body, Incoming, Options};
 use crate::forward::store::{self, Named, Read, Store};
@@ -25,9 +24,10 @@ use crate::resolved::Resolved;
 use crate::route::{ResourceRequest, Verb};
 use crate::status::ApiError;
 use crate::translate::binding::BoundResource;
+pub use crate::translate::consumer_view::BoundView;
 use crate::translate::continue_token::ContinueTokens;
 use crate::translate::continue_token::TokenError;
-use crate::translate::objects::{Refusal, object_up};
+use crate::translate::objects::Refusal;
 use crate::translate::request::{
     ProviderRequest, RequestError, provider_target, request_down, token_scope, update_down,
 };
@@ -45,7 +45,6 @@ use provider::PROVIDER;
 use serde_json::Value;
 use std::sync::Arc;
 use tokio::sync::watch as signal;
-pub use view::BoundView;
 
 /// What serving resources needs.
 pub struct Proxy {
@@ -81,7 +80,8 @@ struct Exchange<'a> {
     served: &'a ServedResource,
     resource: &'a ResourceRequest,
     request: ApiRequest,
-    view: BoundView,
+    /// The consumer's view, shared with the watch cache's translation.
+    view: Arc<BoundView>,
     shape: Shape,
     user_agent: Option<HeaderValue>,
     /// Who is asking, as refusals name them.
@@ -187,11 +187,11 @@ impl Proxy {
             proxy: self,
             served,
             resource,
-            view: BoundView {
+            view: Arc::new(BoundView {
                 bound: bound.clone(),
                 tokens: self.tokens.clone(),
                 scope: token_scope(bound, resource),
-            },
+            }),
             shape,
             user_agent: parts.headers.get(USER_AGENT).cloned(),
             user: parts
@@ -236,7 +236,7 @@ impl Exchange<'_> {
         Store {
             upstream: self.proxy.upstream.as_ref(),
             name: PROVIDER,
-            view: &self.view,
+            view: self.view.as_ref(),
             shape: &self.shape,
             request: &self.request,
             named: Named {
@@ -261,7 +261,7 @@ impl Exchange<'_> {
         if let Some(namespace) = &unprovisioned {
             // Its answer names the provider namespace it is about to have.
             let provider_ns = self.bound().namespaces.to_provider(namespace);
-            self.view
+            Arc::make_mut(&mut self.view)
                 .bound
                 .namespaces
                 .insert(namespace.clone(), provider_ns);
@@ -705,7 +705,7 @@ impl Exchange<'_> {
         for closed in gate::unreadable(access, bound, verb, namespaces).await {
             tracing::warn!(consumer = %bound.consumer, resource = %bound.qualified_resource(),
                 "a provider namespace of the consumer's is not readable by its account: its objects are left out");
-            self.view.bound.namespaces.close(closed);
+            Arc::make_mut(&mut self.view).bound.namespaces.close(closed);
         }
     }
 
@@ -837,16 +837,11 @@ impl Exchange<'_> {
     /// The view's translation (its map has the namespaces a request made
     /// or closed), for the cache.
     fn translation(&self) -> Translation {
-        translation(
-            &self.view.bound,
-            &self.proxy.tokens,
-            self.view.scope.clone(),
-        )
+        Translation::of(self.view.clone())
     }
 
     /// Any request but a watch: sent, and its answer read and translated.
     async fn exchange(&self, provider: ProviderRequest) -> Result<Response<BoxBody>, Failure> {
-        let make = || self.translation();
         let response = if self.request.verb == Verb::List {
             let from_cache = self.cache_may_answer("list").await;
             if from_cache && let Some(table) = self.table_from_cache(&provider).await? {
@@ -862,7 +857,9 @@ impl Exchange<'_> {
                 let upstream = &self.proxy.upstream;
                 if !self.cacheable() {
                     cached = upstream.cached(&read).await;
-                } else if let Some(bytes) = upstream.list_translated(&read, &make).await {
+                } else if let Some(bytes) =
+                    upstream.list_translated(&read, &self.translation()).await
+                {
                     return self.store().translated(200, &bytes, Vec::new());
                 }
             }
@@ -886,10 +883,11 @@ impl Exchange<'_> {
         if self.request.verb == Verb::Get
             && read.status == 200
             && self.cacheable()
-            && let Some(made) =
-                self.proxy
-                    .upstream
-                    .object_translated(&provider.target, &read.body, &make)
+            && let Some(made) = self.proxy.upstream.object_translated(
+                &provider.target,
+                &read.body,
+                &self.translation(),
+            )
         {
             tracing::trace!(target = ?provider.target, "GET answered with the cached consumer form");
             return store.translated(200, &made, read.warnings);
@@ -930,10 +928,10 @@ impl Exchange<'_> {
             let sent = make()?;
             let asked = self.cache_read(&provider, &sent, None);
             let upstream = &self.proxy.upstream;
-            let translation = || self.translation();
             if !translated {
                 cached = upstream.cached(&asked).await;
-            } else if let Some(body) = upstream.watch_translated(&asked, &translation).await {
+            } else if let Some(body) = upstream.watch_translated(&asked, &self.translation()).await
+            {
                 return Ok(encode::watch_response(StatusCode::OK, body, media));
             }
         }
@@ -946,7 +944,7 @@ impl Exchange<'_> {
             if let Some(meta) = partial {
                 watch::cut_to_metadata(&mut event, meta);
             }
-            store::event(&view, &shape, event, media)
+            store::event(view.as_ref(), &shape, event, media)
         });
         let shutdown = self.proxy.shutdown.clone();
         self.store().watch(response, each, shutdown).await
@@ -1070,28 +1068,6 @@ async fn kept(
         .map_err(|never| match never {})
         .boxed_unsync();
     Ok((http::Response::from_parts(parts, again), bytes))
-}
-
-/// How `bound`'s consumer sees each provider object, for upstreams that
-/// answer lists with objects they translated before; continue tokens are
-/// sealed for `scope`.
-fn translation(bound: &BoundResource, tokens: &Arc<ContinueTokens>, scope: String) -> Translation {
-    let key = bound.translation_key();
-    let bound = bound.clone();
-    Translation {
-        key,
-        item: Box::new(move |bytes| {
-            let mut object: Value = crate::deep::from_slice(bytes).ok()?;
-            match object_up(&bound, &mut object, true) {
-                Visibility::Visible => serde_json::to_vec(&object).ok(),
-                Visibility::Hidden => None,
-            }
-        }),
-        continue_token: {
-            let tokens = tokens.clone();
-            Box::new(move |token| tokens.seal(&scope, token))
-        },
-    }
 }
 
 /// Namespaced resources are reached in a namespace (lists and watches

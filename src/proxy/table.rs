@@ -9,7 +9,6 @@
 
 use super::Exchange;
 use crate::forward::encode::Failure;
-use crate::table::jsonpath::Unsupported;
 use crate::table::{Columns, table_of_rows};
 use crate::translate::request::ProviderRequest;
 use crate::upstream::RowMaker;
@@ -43,21 +42,16 @@ impl Exchange<'_> {
         let sent = self.build(&list)?;
         let scope = self.identity_scope();
         let read = self.cache_read(&list, &sent, scope.as_deref());
-        let make = || self.translation();
-        let include = options.include_object;
-        // Rows the cache keeps per object per change.
-        let make_row = |consumer: &[u8]| {
-            let item = std::str::from_utf8(consumer).map_err(|_| Unsupported)?;
-            columns.row_of(item, include)
-        };
+        let translation = self.translation();
+        // Rows the cache makes and keeps per object per change.
         let rows = RowMaker {
-            key: columns.row_key(include),
-            make: &make_row,
+            columns: &columns,
+            include: options.include_object,
         };
         let Some(rows) = self
             .proxy
             .upstream
-            .rows_translated(&read, &make, &rows)
+            .rows_translated(&read, &translation, &rows)
             .await
         else {
             return Ok(None);

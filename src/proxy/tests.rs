@@ -83,7 +83,7 @@ impl Scripted {
     }
 }
 
-impl Upstream for Scripted {
+impl crate::upstream::Sender for Scripted {
     fn send(&self, request: http::Request<Bytes>) -> Sent<'_> {
         let accept = request
             .headers()
@@ -97,11 +97,13 @@ impl Upstream for Scripted {
         let response = (self.answer)(&request);
         Box::pin(async move { Ok(response) })
     }
+}
 
+impl Upstream for Scripted {
     fn list_translated<'a>(
         &'a self,
         read: &'a crate::upstream::CacheRead<'a>,
-        _translation: &'a (dyn Fn() -> Translation + Send + Sync),
+        _translation: &'a Translation,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<Vec<u8>>> + Send + 'a>> {
         self.list_asked(read.sent);
         Box::pin(async { Some(CACHED_LIST.as_bytes().to_vec()) })
@@ -110,7 +112,7 @@ impl Upstream for Scripted {
     fn rows_translated<'a>(
         &'a self,
         read: &'a crate::upstream::CacheRead<'a>,
-        _translation: &'a (dyn Fn() -> Translation + Send + Sync),
+        _translation: &'a Translation,
         rows: &'a crate::upstream::RowMaker<'a>,
     ) -> std::pin::Pin<
         Box<dyn std::future::Future<Output = Option<crate::upstream::Rows>> + Send + 'a>,
@@ -121,7 +123,7 @@ impl Upstream for Scripted {
             .as_array()
             .unwrap()
             .iter()
-            .map(|item| (rows.make)(item.to_string().as_bytes()).ok().map(Arc::new))
+            .map(|item| rows.row(item.to_string().as_bytes()).ok().map(Arc::new))
             .collect::<Option<Vec<_>>>();
         let metadata = list["metadata"].as_object().unwrap().clone();
         Box::pin(async move {
@@ -136,7 +138,7 @@ impl Upstream for Scripted {
         &self,
         target: &crate::route::ResourceRequest,
         _body: &[u8],
-        _translation: &(dyn Fn() -> Translation + Send + Sync),
+        _translation: &Translation,
     ) -> Option<Bytes> {
         self.memo_asked.lock().unwrap().push(target.path());
         Some(Bytes::from_static(MEMO.as_bytes()))
@@ -313,11 +315,11 @@ fn the_cached_consumer_form_of_an_object_is_its_translated_get_body() {
     let mut other = widgets();
     other.identity = crate::translate::IdentityHash::of_secret(b"other");
     let tokens = Arc::new(ContinueTokens::random());
-    let view = BoundView {
+    let view = Arc::new(BoundView {
         bound: bound.clone(),
         tokens: tokens.clone(),
         scope: "s".into(),
-    };
+    });
     let shape = Shape {
         expected: Expected::Object,
         kind: "Widget".into(),
@@ -327,8 +329,8 @@ fn the_cached_consumer_form_of_an_object_is_its_translated_get_body() {
     for labels_of in [&bound, &other] {
         let body = serde_json::to_vec(&provider_object(labels_of)).unwrap();
         let stored = Stored::of(&serde_json::from_slice(&body).unwrap());
-        let made = stored.translated(&translation(&bound, &tokens, "s".into()));
-        match answer_up(&view, &shape, 200, &body) {
+        let made = stored.translated(&Translation::of(view.clone()));
+        match answer_up(view.as_ref(), &shape, 200, &body) {
             Ok(answer) => assert_eq!(
                 made.as_deref(),
                 Some(&serde_json::to_vec(&answer.value).unwrap()[..])

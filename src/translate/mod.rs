@@ -11,6 +11,7 @@ pub mod claim_references;
 pub mod claimed;
 pub mod claimed_discovery;
 pub mod claimed_writes;
+pub mod consumer_view;
 pub mod continue_token;
 pub mod fields;
 pub mod forget;

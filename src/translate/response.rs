@@ -1,7 +1,7 @@
 //! Free text from the provider (Status messages, warnings, Table cells) in
 //! a consumer's terms: no provider namespace, no cluster namespace, no
 //! identity selector. Objects are read in `forward::answer`, through the
-//! consumer's view (`proxy::view`).
+//! consumer's view (`consumer_view`).
 
 use super::binding::BoundResource;
 

@@ -344,7 +344,15 @@ fn one_url_lists_and_watches_every_consumer_of_an_export_and_writes_through_one(
     );
     // In the form the caller negotiated, as kube-apiserver answers errors.
     let yaml = Command::new("curl")
-        .args(["-sS", "-X", "POST", "-o", "-", "-w", "\n%{http_code} %{content_type}"])
+        .args([
+            "-sS",
+            "-X",
+            "POST",
+            "-o",
+            "-",
+            "-w",
+            "\n%{http_code} %{content_type}",
+        ])
         .arg("--cacert")
         .arg(bindery().pki.join("bindery/serving-ca.crt"))
         .args(["-H", &format!("Authorization: Bearer {token}")])

@@ -61,14 +61,23 @@ kubectl_bin() {
   if [ -x "$versioned" ]; then echo "$versioned"; else command -v kubectl; fi
 }
 
-# Prints N distinct free loopback ports.
+# Prints N distinct free loopback ports, outside the kernel's ephemeral
+# range: a port the kernel picked (bind to 0) is free only until the next
+# outgoing connection takes it as its source port, which on a busy machine
+# came before etcd bound it ("address already in use").
 free_ports() {
   python3 - "$1" <<'PY'
-import socket, sys
+import random, socket, sys
+low, high = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+ranges = [r for r in ((10000, low - 1), (high + 1, 65535)) if r[1] - r[0] > 1000]
 socks = []
-for _ in range(int(sys.argv[1])):
+while len(socks) < int(sys.argv[1]):
     s = socket.socket()
-    s.bind(("127.0.0.1", 0))
+    try:
+        s.bind(("127.0.0.1", random.randint(*random.choice(ranges)) if ranges else 0))
+    except OSError:
+        s.close()
+        continue
     socks.append(s)
 print(" ".join(str(s.getsockname()[1]) for s in socks))
 PY

@@ -18,6 +18,7 @@
 //! object's consumer, a caller's value is never stored, the bindings and
 //! the endpoint slice are what bindery made.
 
+use crate::a_soak::go_runner;
 use crate::bind::{app_cluster_binds, app_cluster_namespace};
 use crate::binder::{
     bind_template, binder_token, bindery_cli, bindery_command_for, curl_with_token, succeeded,
@@ -26,7 +27,6 @@ use crate::binder::{
 use crate::bindery::{bindery, serving_only};
 use crate::controllers::install_examples;
 use crate::fixture::{Cluster, clusters, own_app_cluster, scratch_dir, unique_name};
-use crate::soak::go_runner;
 use crate::workspace::controller_token;
 use bindery::controllers::naming::cluster_namespace;
 use serde_json::{Value, json};

@@ -7,12 +7,12 @@
 //! in the object's provider namespace, and writes the status the app
 //! cluster reads back through bindery.
 
+use crate::a_soak::go_runner;
 use crate::bind::{app_cluster_binds, app_cluster_namespace};
 use crate::binder::bind_template;
 use crate::claims::kube_bind_template;
 use crate::controllers::install_examples;
 use crate::fixture::{clusters, scratch_dir, unique_name};
-use crate::soak::go_runner;
 use base64::Engine;
 use serde_json::{Value, json};
 use std::process::{Command, Stdio};

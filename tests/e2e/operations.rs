@@ -4,11 +4,11 @@
 //! its own; `/readyz` not ready before the watch cache has listed and from
 //! the moment bindery is asked to stop, while open watches end cleanly.
 
+use crate::a_soak::go_runner;
 use crate::availability::{bindery_reaching_with, postgresql_consumer};
 use crate::bindery::{Consumer, bindery};
 use crate::cache_stall::SilencingProxy;
 use crate::fixture::{clusters, unique_name};
-use crate::soak::go_runner;
 use serde_json::{Value, json};
 use std::io::Write;
 use std::process::{Command, Stdio};

@@ -656,8 +656,9 @@ fn the_app_clusters_controllers_and_informers_work_across_both_providers() {
     // client-go's dynamic and metadata informers across namespaces, with
     // the watch-list as the app cluster's controllers run it, and with a
     // list and then a watch.
-    let informers = [true, false]
-        .map(|watch_list| crate::soak::GoInformers::start_for(app, GROUP, PLURAL, "", watch_list));
+    let informers = [true, false].map(|watch_list| {
+        crate::a_soak::GoInformers::start_for(app, GROUP, PLURAL, "", watch_list)
+    });
     two.create(team_west, "c");
     two.create(team_east, "d");
     two.patch(team_west, "c", r#"{"spec":{"size":2}}"#);
@@ -887,7 +888,7 @@ struct GoController {
 
 impl GoController {
     fn start(app: &Cluster) -> Self {
-        let binary = crate::soak::go_runner::build_from(
+        let binary = crate::a_soak::go_runner::build_from(
             "tests/clients",
             "gadget-controller",
             "sigs.k8s.io/controller-runtime v0.22.4 from the Go module proxy or cache",

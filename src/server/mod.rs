@@ -135,93 +135,16 @@ pub async fn serve<S, B>(
         if let Err(error) = tcp.set_nodelay(true) {
             tracing::debug!(%error, %remote, "setting TCP_NODELAY failed");
         }
-        let acceptor = acceptor.clone();
-        let stack = stack.clone();
-        let (http1, http2) = (http1.clone(), http2.clone());
-        let stopping = stopping.clone();
-        tokio::spawn(async move {
-            // Boxed, as the connection is below: the task itself then stays
-            // small for the connection's whole life.
-            let handshake = Box::pin(acceptor.accept(tcp));
-            let tls = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, handshake).await {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(error)) => {
-                    tracing::debug!(%error, %remote, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%remote, "TLS handshake timed out");
-                    return;
-                }
-            };
-            let peer = tls
-                .get_ref()
-                .1
-                .peer_certificates()
-                .and_then(|chain| chain.first())
-                .and_then(|der| peer_certificate(der));
-            let server_name = tls
-                .get_ref()
-                .1
-                .server_name()
-                .map(|n| ServerName(n.to_string()));
-            let speaks_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-            tracing::debug!(%remote, h2 = speaks_h2, "connection accepted");
-            let activity = idle::Activity::new();
-            let requests = activity.clone();
-            let goaway = speaks_h2.then(goaway::Goaway::default);
-            let goaway_asked = goaway.clone();
-            let service =
-                tower::service_fn(move |request: http::Request<hyper::body::Incoming>| {
-                    if let Some(goaway) = &goaway_asked {
-                        goaway.request(goaway_chance);
-                    }
-                    let mut request = request.map(unread::Unread::new);
-                    if let Some(peer) = &peer {
-                        request.extensions_mut().insert(peer.clone());
-                    }
-                    if let Some(name) = &server_name {
-                        request.extensions_mut().insert(name.clone());
-                    }
-                    let mut stack = stack.clone();
-                    let in_flight = requests.begin();
-                    // Boxed per request: hyper keeps one slot for the request
-                    // future for as long as the connection is open, and
-                    // unboxed it would be the size of the whole handler.
-                    Box::pin(async move {
-                        let response = tower::Service::call(&mut stack, request).await?;
-                        // In flight until its body has been sent (or dropped).
-                        Ok::<_, std::convert::Infallible>(response.map(|body| {
-                            body.map_frame(move |frame| {
-                                let _ = &in_flight;
-                                frame
-                            })
-                        }))
-                    })
-                });
-            // The protocol is the one ALPN agreed on, as Go's server (and so
-            // kube-apiserver) decides it: HTTP/2 only for "h2". Not sniffing
-            // the first bytes also keeps hyper's HTTP/1 read buffer at its
-            // initial 8 KiB (a replayed prefix makes it grow to 16 KiB).
-            let (io, service) = (TokioIo::new(tls), TowerToHyperService::new(service));
-            // Boxed: the connection task then holds only the protocol in use.
-            let ends = Ends {
-                stopping,
-                activity: &activity,
-                idle_timeout,
-                goaway: goaway.as_ref(),
-            };
-            let ended = if speaks_h2 {
-                let connection = Box::pin(http2.serve_connection(io, service));
-                until_drained(connection, |c| c.graceful_shutdown(), ends).await
-            } else {
-                let connection = Box::pin(http1.serve_connection(io, service).with_upgrades());
-                until_drained(connection, |c| c.graceful_shutdown(), ends).await
-            };
-            if let Err(error) = ended {
-                tracing::debug!(%error, %remote, "connection ended with an error");
-            }
-        });
+        let serving = Serving {
+            acceptor: acceptor.clone(),
+            stack: stack.clone(),
+            http1: http1.clone(),
+            http2: http2.clone(),
+            stopping: stopping.clone(),
+            idle_timeout,
+            goaway_chance,
+        };
+        tokio::spawn(serving.connection(tcp, remote));
     }
     tracing::info!("shutting down: draining connections");
     drop(stopping);
@@ -229,6 +152,133 @@ pub async fn serve<S, B>(
     tokio::select! {
         _ = stop.closed() => tracing::info!("all connections closed"),
         _ = tokio::time::sleep(DRAIN_TIMEOUT) => tracing::warn!("connections still open after {DRAIN_TIMEOUT:?}; stopping"),
+    }
+}
+
+/// What serving one connection needs.
+struct Serving<S> {
+    acceptor: TlsAcceptor,
+    stack: S,
+    http1: hyper::server::conn::http1::Builder,
+    http2: hyper::server::conn::http2::Builder<TokioExecutor>,
+    stopping: watch::Receiver<bool>,
+    idle_timeout: Duration,
+    goaway_chance: goaway::GoawayChance,
+}
+
+impl<S, B> Serving<S>
+where
+    S: tower::Service<Incoming, Response = http::Response<B>, Error = std::convert::Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    /// One accepted connection, from its TLS handshake until it ends.
+    async fn connection(self, tcp: tokio::net::TcpStream, remote: std::net::SocketAddr) {
+        let Serving {
+            acceptor,
+            stack,
+            http1,
+            http2,
+            stopping,
+            idle_timeout,
+            goaway_chance,
+        } = self;
+        let Some(tls) = handshake(&acceptor, tcp, remote).await else {
+            return;
+        };
+        let peer = tls
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|chain| chain.first())
+            .and_then(|der| peer_certificate(der));
+        let server_name = tls
+            .get_ref()
+            .1
+            .server_name()
+            .map(|n| ServerName(n.to_string()));
+        let speaks_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+        tracing::debug!(%remote, h2 = speaks_h2, "connection accepted");
+        let activity = idle::Activity::new();
+        let requests = activity.clone();
+        let goaway = speaks_h2.then(goaway::Goaway::default);
+        let goaway_asked = goaway.clone();
+        let service = tower::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+            if let Some(goaway) = &goaway_asked {
+                goaway.request(goaway_chance);
+            }
+            let mut request = request.map(unread::Unread::new);
+            if let Some(peer) = &peer {
+                request.extensions_mut().insert(peer.clone());
+            }
+            if let Some(name) = &server_name {
+                request.extensions_mut().insert(name.clone());
+            }
+            let mut stack = stack.clone();
+            let in_flight = requests.begin();
+            // Boxed per request: hyper keeps one slot for the request
+            // future for as long as the connection is open, and
+            // unboxed it would be the size of the whole handler.
+            Box::pin(async move {
+                let response = tower::Service::call(&mut stack, request).await?;
+                // In flight until its body has been sent (or dropped).
+                Ok::<_, std::convert::Infallible>(response.map(|body| {
+                    body.map_frame(move |frame| {
+                        let _ = &in_flight;
+                        frame
+                    })
+                }))
+            })
+        });
+        // The protocol is the one ALPN agreed on, as Go's server (and so
+        // kube-apiserver) decides it: HTTP/2 only for "h2". Not sniffing
+        // the first bytes also keeps hyper's HTTP/1 read buffer at its
+        // initial 8 KiB (a replayed prefix makes it grow to 16 KiB).
+        let (io, service) = (TokioIo::new(tls), TowerToHyperService::new(service));
+        // Boxed: the connection task then holds only the protocol in use.
+        let ends = Ends {
+            stopping,
+            activity: &activity,
+            idle_timeout,
+            goaway: goaway.as_ref(),
+        };
+        let ended = if speaks_h2 {
+            let connection = Box::pin(http2.serve_connection(io, service));
+            until_drained(connection, |c| c.graceful_shutdown(), ends).await
+        } else {
+            let connection = Box::pin(http1.serve_connection(io, service).with_upgrades());
+            until_drained(connection, |c| c.graceful_shutdown(), ends).await
+        };
+        if let Err(error) = ended {
+            tracing::debug!(%error, %remote, "connection ended with an error");
+        }
+    }
+}
+
+/// The TLS handshake of a connection from `remote`, within
+/// [`TLS_HANDSHAKE_TIMEOUT`]; `None` when it failed or timed out.
+async fn handshake(
+    acceptor: &TlsAcceptor,
+    tcp: tokio::net::TcpStream,
+    remote: std::net::SocketAddr,
+) -> Option<tokio_rustls::server::TlsStream<tokio::net::TcpStream>> {
+    // Boxed, as the connection is: the task itself then stays small for
+    // the connection's whole life.
+    let handshake = Box::pin(acceptor.accept(tcp));
+    match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, handshake).await {
+        Ok(Ok(tls)) => Some(tls),
+        Ok(Err(error)) => {
+            tracing::debug!(%error, %remote, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            tracing::debug!(%remote, "TLS handshake timed out");
+            None
+        }
     }
 }
 

@@ -502,38 +502,7 @@ pub async fn serve(
     let Some(first) = bounds.first().cloned() else {
         return Err(ApiError::page_not_found().into());
     };
-    // Only lists and watches: anything else needs a consumer's path.
-    let verb = resolved.verb;
-    if !matches!(verb, Some(Verb::List | Verb::Watch)) || parts.method != Method::GET {
-        return Err(ApiError::method_not_allowed(
-            parts.method.as_str(),
-            &first.group,
-            &first.resource,
-        )
-        .into());
-    }
-    let incoming = Incoming {
-        method: &parts.method,
-        resource: request,
-        query: &resolved.query,
-        verb,
-        headers: &parts.headers,
-        body: &[],
-        kind: &first.kind,
-        body_too_large: parts
-            .extensions
-            .get::<crate::request_body::TooLarge>()
-            .is_some(),
-        field_labels: None,
-    };
-    let api =
-        ApiRequest::parse(&incoming)?.ok_or_else(|| ApiError::internal("a list without a verb"))?;
-    if request.namespace.is_some() {
-        return Err(ApiError::bad_request(
-            "a namespace belongs to one consumer: list it at clusters/<consumer>/",
-        )
-        .into());
-    }
+    let api = read(resolved, request, &parts, &first)?;
     let scope = format!("workspace/{export}/{}", first.qualified_resource());
     let shown = by_label(bounds);
     let view = Arc::new(Everyone {
@@ -579,6 +548,46 @@ pub async fn serve(
     )?;
     let body = following.run(response.into_body(), app.proxy.shutdown.clone());
     Ok(encode::watch_response(status, body, api.output.media))
+}
+
+/// The request read: a list or a watch (anything else needs a consumer's
+/// path), across namespaces (a namespace is one consumer's).
+fn read(
+    resolved: &Resolved,
+    request: &ResourceRequest,
+    parts: &http::request::Parts,
+    first: &BoundResource,
+) -> Result<ApiRequest, ApiError> {
+    let verb = resolved.verb;
+    if !matches!(verb, Some(Verb::List | Verb::Watch)) || parts.method != Method::GET {
+        return Err(ApiError::method_not_allowed(
+            parts.method.as_str(),
+            &first.group,
+            &first.resource,
+        ));
+    }
+    let incoming = Incoming {
+        method: &parts.method,
+        resource: request,
+        query: &resolved.query,
+        verb,
+        headers: &parts.headers,
+        body: &[],
+        kind: &first.kind,
+        body_too_large: parts
+            .extensions
+            .get::<crate::request_body::TooLarge>()
+            .is_some(),
+        field_labels: None,
+    };
+    let api =
+        ApiRequest::parse(&incoming)?.ok_or_else(|| ApiError::internal("a list without a verb"))?;
+    if request.namespace.is_some() {
+        return Err(ApiError::bad_request(
+            "a namespace belongs to one consumer: list it at clusters/<consumer>/",
+        ));
+    }
+    Ok(api)
 }
 
 /// The provider's collection across namespaces, with the caller's options:

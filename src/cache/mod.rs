@@ -288,15 +288,17 @@ impl CachedUpstream {
 }
 
 impl CachedUpstream {
-    /// Remembers the version a successful write answered with.
+    /// Remembers the version a successful write answered with; a write
+    /// whose answer names none (a delete answered with a Status) at the
+    /// provider's version after it.
     async fn note_write(
         &self,
-        collection: String,
+        write: Write,
         response: http::Response<BoxBody>,
     ) -> Result<http::Response<BoxBody>, BoxError> {
         let (head, body) = response.into_parts();
         let bytes = body.collect().await?.to_bytes();
-        let version = crate::deep::from_slice::<serde_json::Value>(&bytes)
+        let answered = crate::deep::from_slice::<serde_json::Value>(&bytes)
             .ok()
             .and_then(|v| {
                 v["metadata"]["resourceVersion"]
@@ -304,6 +306,11 @@ impl CachedUpstream {
                     .parse::<u64>()
                     .ok()
             });
+        let version = match answered {
+            Some(version) => Some(version),
+            None => self.version_after(&write).await,
+        };
+        let collection = write.target.collection();
         if let Some(version) = version {
             if let Some(reflected) = self.resources.get(&collection) {
                 reflected.expect(version);
@@ -320,18 +327,61 @@ impl CachedUpstream {
     }
 }
 
+/// A write through bindery to a reflected collection: its target, and its
+/// headers (its credentials, to ask the provider's version after it as it
+/// was made).
+struct Write {
+    target: ResourceRequest,
+    headers: http::HeaderMap,
+}
+
+impl CachedUpstream {
+    /// The provider's version now, after `write`: a consistent list of at
+    /// most one object's metadata in its namespace, made as the write was.
+    /// `None` when the provider does not answer it.
+    async fn version_after(&self, write: &Write) -> Option<u64> {
+        let collection = ResourceRequest {
+            name: None,
+            subresource: None,
+            watch_prefix: false,
+            ..write.target.clone()
+        };
+        let mut probe = http::Request::builder()
+            .method(http::Method::GET)
+            .uri(format!("{}?limit=1", collection.path()));
+        for (name, value) in &write.headers {
+            if name != ACCEPT && name != CONTENT_TYPE && name != http::header::CONTENT_LENGTH {
+                probe = probe.header(name, value);
+            }
+        }
+        let probe = probe
+            .header(ACCEPT, metadata_probe::ACCEPT)
+            .body(Bytes::new())
+            .ok()?;
+        let response = self.inner.send(probe).await.ok()?;
+        if response.status() != http::StatusCode::OK {
+            return None;
+        }
+        let body = response.into_body().collect().await.ok()?.to_bytes();
+        Some(metadata_probe::decode(&body)?.resource_version)
+    }
+}
+
 impl Sender for CachedUpstream {
     fn send(&self, request: http::Request<Bytes>) -> Sent<'_> {
         Box::pin(async move {
             let written = (request.method() != http::Method::GET)
                 .then(|| request.extensions().get::<ResourceRequest>())
                 .flatten()
-                .map(ResourceRequest::collection)
-                .filter(|collection| self.resources.contains_key(collection));
+                .filter(|target| self.resources.contains_key(&target.collection()))
+                .map(|target| Write {
+                    target: target.clone(),
+                    headers: request.headers().clone(),
+                });
             let response = self.inner.send(request).await?;
             match written {
-                Some(collection) if response.status().is_success() => {
-                    self.note_write(collection, response).await
+                Some(write) if response.status().is_success() => {
+                    self.note_write(write, response).await
                 }
                 _ => Ok(response),
             }

@@ -185,24 +185,7 @@ impl CachedUpstream {
         if !reflected.reached(0, PATIENCE).await {
             return None;
         }
-        let mut probe = http::Request::builder()
-            .method(http::Method::GET)
-            .uri(request.uri().clone());
-        for (name, value) in request.headers() {
-            if name != ACCEPT {
-                probe = probe.header(name, value);
-            }
-        }
-        let probe = probe
-            .header(ACCEPT, metadata_probe::ACCEPT)
-            .body(Bytes::new())
-            .ok()?;
-        let response = self.inner.send(probe).await.ok()?;
-        if response.status() != http::StatusCode::OK {
-            return None;
-        }
-        let body = response.into_body().collect().await.ok()?.to_bytes();
-        let listed = metadata_probe::decode(&body)?;
+        let listed = self.probe(request.uri().clone(), request.headers()).await?;
         let items = reflected.resolve(&listed.items, CATCH_UP).await?;
         Some(Page {
             items,
@@ -327,29 +310,40 @@ impl CachedUpstream {
     }
 }
 
-/// A write through bindery to a reflected collection: its target, and its
-/// headers (its credentials, to ask the provider's version after it as it
-/// was made).
+/// A write through bindery to a reflected collection: its target, and a
+/// delete's headers (its credentials, to ask the provider's version after
+/// it as it was made: kube-apiserver answers an immediate delete with a
+/// Status that names none).
 struct Write {
     target: ResourceRequest,
-    headers: http::HeaderMap,
+    headers: Option<http::HeaderMap>,
 }
 
 impl CachedUpstream {
-    /// The provider's version now, after `write`: a consistent list of at
-    /// most one object's metadata in its namespace, made as the write was.
-    /// `None` when the provider does not answer it.
+    /// The provider's version now, after a delete: a consistent list of at
+    /// most one object's metadata in its namespace, made as the delete
+    /// was. `None` for another write, or when the provider does not answer.
     async fn version_after(&self, write: &Write) -> Option<u64> {
+        let headers = write.headers.as_ref()?;
         let collection = ResourceRequest {
             name: None,
             subresource: None,
             watch_prefix: false,
             ..write.target.clone()
         };
-        let mut probe = http::Request::builder()
-            .method(http::Method::GET)
-            .uri(format!("{}?limit=1", collection.path()));
-        for (name, value) in &write.headers {
+        let uri = format!("{}?limit=1", collection.path()).parse().ok()?;
+        Some(self.probe(uri, headers).await?.resource_version)
+    }
+
+    /// The provider's metadata list at `uri`, asked with `headers` (a
+    /// request's credentials; its body's headers and Accept left out).
+    async fn probe(
+        &self,
+        uri: http::Uri,
+        headers: &http::HeaderMap,
+    ) -> Option<metadata_probe::ListedVersions> {
+        let mut probe = http::Request::builder().method(http::Method::GET).uri(uri);
+        for (name, value) in headers {
             if name != ACCEPT && name != CONTENT_TYPE && name != http::header::CONTENT_LENGTH {
                 probe = probe.header(name, value);
             }
@@ -363,7 +357,7 @@ impl CachedUpstream {
             return None;
         }
         let body = response.into_body().collect().await.ok()?.to_bytes();
-        Some(metadata_probe::decode(&body)?.resource_version)
+        metadata_probe::decode(&body)
     }
 }
 
@@ -376,7 +370,8 @@ impl Sender for CachedUpstream {
                 .filter(|target| self.resources.contains_key(&target.collection()))
                 .map(|target| Write {
                     target: target.clone(),
-                    headers: request.headers().clone(),
+                    headers: (request.method() == http::Method::DELETE)
+                        .then(|| request.headers().clone()),
                 });
             let response = self.inner.send(request).await?;
             match written {

@@ -127,6 +127,25 @@ fn create_gadget(consumer: &Consumer, group: &str, name: &str) {
     crate::workspace::consumer_write(consumer, &["create", "-f", "-"], Some(&gadget));
 }
 
+/// A gadget CRD of a group of its own (named after `group`) on the
+/// provider, and a consumer (named after `consumer`) bound to it.
+fn gadgets_of_a_consumer(group: &str, consumer: &str) -> (String, Consumer) {
+    let provider = &clusters().provider;
+    let group = format!("{}.example.com", unique_name(group));
+    provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&gadget_crd(&group)));
+    provider.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        &format!("crd/gadgets.{group}"),
+    ]);
+    let consumer = bindery().consumer(
+        &unique_name(consumer),
+        &format!("gadgets.{group}"),
+        "gadgets",
+    );
+    (group, consumer)
+}
+
 /// The names of a list's items.
 pub(crate) fn names(list: &serde_json::Value) -> Vec<String> {
     list["items"]
@@ -361,18 +380,7 @@ fn any_version_lists_and_watches_of_every_consumer_share_one_upstream_list_and_w
 async fn a_watch_from_a_consistent_lists_version_of_a_quiet_resource_is_answered_by_the_cache() {
     use futures::{AsyncBufReadExt, TryStreamExt};
     let provider = &clusters().provider;
-    let group = format!("{}.example.com", unique_name("quiet"));
-    provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&gadget_crd(&group)));
-    provider.kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        &format!("crd/gadgets.{group}"),
-    ]);
-    let consumer = bindery().consumer(
-        &unique_name("quiet"),
-        &format!("gadgets.{group}"),
-        "gadgets",
-    );
+    let (group, consumer) = gadgets_of_a_consumer("quiet", "quiet");
     let collection = format!("/apis/{group}/v1/namespaces/default/gadgets");
     create_gadget(&consumer, &group, "before");
     // The cache has listed and holds the write.
@@ -457,19 +465,7 @@ async fn a_watch_from_a_consistent_lists_version_of_a_quiet_resource_is_answered
 #[tokio::test]
 async fn a_delete_through_bindery_is_read_at_once_from_the_cache() {
     install_examples();
-    let provider = &clusters().provider;
-    let group = format!("{}.example.com", unique_name("deleted"));
-    provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&gadget_crd(&group)));
-    provider.kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        &format!("crd/gadgets.{group}"),
-    ]);
-    let consumer = bindery().consumer(
-        &unique_name("deletes"),
-        &format!("gadgets.{group}"),
-        "gadgets",
-    );
+    let (group, consumer) = gadgets_of_a_consumer("deleted", "deletes");
     let client = consumer.client_without_retries().await;
     let collection = format!("/apis/{group}/v1/namespaces/default/gadgets");
     let send = |method: &str, path: String, body: Option<serde_json::Value>| {

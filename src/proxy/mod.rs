@@ -74,6 +74,14 @@ pub fn error(error: &ApiError) -> Response<BoxBody> {
 /// How many times a patch is applied again when its object changed under it.
 const PATCH_ATTEMPTS: usize = 5;
 
+/// How the shared cache answered a list or watch ([`Exchange::cached_answer`]).
+enum Cached {
+    /// In the consumer's form: the answer as it is sent.
+    Answered(Response<BoxBody>),
+    /// In the provider's form: read and translated as the provider's own.
+    Provider(http::Response<BoxBody>),
+}
+
 /// One resource request on its way through.
 struct Exchange<'a> {
     proxy: &'a Proxy,
@@ -840,35 +848,60 @@ impl Exchange<'_> {
         Translation::of(self.view.clone())
     }
 
+    /// The one place that decides whether the shared cache answers a list
+    /// or watch, and in which form: not at all where the consumer's account
+    /// may not read what it asks ([`Self::cache_may_answer`]); a Table of a
+    /// list from the rows the cache keeps; the consumer's form where the
+    /// cache translates this request's (the resource itself, in JSON, a
+    /// watch's events in JSON only); else the provider's, where the cache
+    /// can tell it. `None`: the provider is asked. `make` builds the request
+    /// as it would be sent, which is what the cache is asked.
+    async fn cached_answer(
+        &self,
+        provider: &ProviderRequest,
+        make: impl Fn() -> Result<http::Request<Bytes>, Failure>,
+    ) -> Result<Option<Cached>, Failure> {
+        let watch = self.request.verb == Verb::Watch;
+        if !self
+            .cache_may_answer(if watch { "watch" } else { "list" })
+            .await
+        {
+            return Ok(None);
+        }
+        if !watch && let Some(table) = self.table_from_cache(provider).await? {
+            return Ok(Some(Cached::Answered(table)));
+        }
+        let sent = make()?;
+        let scope = self.identity_scope();
+        let read = self.cache_read(provider, &sent, scope.as_deref());
+        let upstream = &self.proxy.upstream;
+        let media = self.request.output.media;
+        if !self.cacheable() || (watch && media != Media::Json) {
+            return Ok(upstream.cached(&read).await.map(Cached::Provider));
+        }
+        let translation = self.translation();
+        let answered = if watch {
+            upstream
+                .watch_translated(&read, &translation)
+                .await
+                .map(|body| encode::watch_response(StatusCode::OK, body, media))
+        } else {
+            match upstream.list_translated(&read, &translation).await {
+                Some(bytes) => Some(self.store().translated(200, &bytes, Vec::new())?),
+                None => None,
+            }
+        };
+        Ok(answered.map(Cached::Answered))
+    }
+
     /// Any request but a watch: sent, and its answer read and translated.
     async fn exchange(&self, provider: ProviderRequest) -> Result<Response<BoxBody>, Failure> {
         let response = if self.request.verb == Verb::List {
-            let from_cache = self.cache_may_answer("list").await;
-            if from_cache && let Some(table) = self.table_from_cache(&provider).await? {
-                return Ok(table);
-            }
-            // The consumer's form where the cache keeps it; else the
-            // provider's, from the cache where it can tell it.
-            let mut cached = None;
-            if from_cache {
-                let sent = self.build(&provider)?;
-                let scope = self.identity_scope();
-                let read = self.cache_read(&provider, &sent, scope.as_deref());
-                let upstream = &self.proxy.upstream;
-                if !self.cacheable() {
-                    cached = upstream.cached(&read).await;
-                } else if let Some(bytes) =
-                    upstream.list_translated(&read, &self.translation()).await
-                {
-                    return self.store().translated(200, &bytes, Vec::new());
-                }
-            }
-            match cached {
-                Some(response) => response,
-                None => {
-                    self.send_as_consumer(|| self.build(&provider), "list", None)
-                        .await?
-                }
+            let make = || self.build(&provider);
+            match self.cached_answer(&provider, make).await? {
+                Some(Cached::Answered(answer)) => return Ok(answer),
+                Some(Cached::Provider(response)) => response,
+                None => self.send_as_consumer(make, "list", None).await?,
             }
         } else {
             let verb = rbac_verb(self.request.verb, &provider.method);
@@ -910,8 +943,6 @@ impl Exchange<'_> {
             }
             _ => None,
         };
-        let from_cache = self.cache_may_answer("watch").await;
-        let translated = self.cacheable() && media == Media::Json;
         let make = || {
             let mut upstream = self.build(&provider)?;
             if partial.is_some() {
@@ -921,22 +952,9 @@ impl Exchange<'_> {
             }
             Ok(upstream)
         };
-        // The consumer's events where the cache translates them; else the
-        // provider's, from the cache where it can tell them.
-        let mut cached = None;
-        if from_cache {
-            let sent = make()?;
-            let asked = self.cache_read(&provider, &sent, None);
-            let upstream = &self.proxy.upstream;
-            if !translated {
-                cached = upstream.cached(&asked).await;
-            } else if let Some(body) = upstream.watch_translated(&asked, &self.translation()).await
-            {
-                return Ok(encode::watch_response(StatusCode::OK, body, media));
-            }
-        }
-        let response = match cached {
-            Some(response) => response,
+        let response = match self.cached_answer(&provider, make).await? {
+            Some(Cached::Answered(answer)) => return Ok(answer),
+            Some(Cached::Provider(response)) => response,
             None => self.send_as_consumer(make, "watch", None).await?,
         };
         let (view, shape) = (self.view.clone(), self.shape.clone());

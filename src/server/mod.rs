@@ -3,11 +3,13 @@
 //! ([`layers`]), metrics, phase timing and a log line ([`observe`]), gzip
 //! for large answers as kube-apiserver sends them ([`compress`]), the `timeout` parameter ([`deadline`]),
 //! authentication ([`authn`]), authorization ([`authz`])), an HTTP/1.1
-//! body nothing read kept being read ([`unread`]), and graceful shutdown (stop accepting, end watches, let
+//! body nothing read kept being read ([`unread`]), an HTTP/2 connection's
+//! frames written together ([`coalesce`]), and graceful shutdown (stop accepting, end watches, let
 //! requests in flight finish).
 
 pub mod authn;
 pub mod authz;
+pub mod coalesce;
 pub mod compress;
 pub mod deadline;
 pub mod gate;
@@ -238,7 +240,7 @@ where
         // kube-apiserver) decides it: HTTP/2 only for "h2". Not sniffing
         // the first bytes also keeps hyper's HTTP/1 read buffer at its
         // initial 8 KiB (a replayed prefix makes it grow to 16 KiB).
-        let (io, service) = (TokioIo::new(tls), TowerToHyperService::new(service));
+        let service = TowerToHyperService::new(service);
         // Boxed: the connection task then holds only the protocol in use.
         let ends = Ends {
             stopping,
@@ -247,9 +249,18 @@ where
             goaway: goaway.as_ref(),
         };
         let ended = if speaks_h2 {
-            let connection = Box::pin(http2.serve_connection(io, service));
-            until_drained(connection, |c| c.graceful_shutdown(), ends).await
+            // Its streams' frames written together (see `coalesce`).
+            let (io, writes) = coalesce::coalesced(tls);
+            let connection = writes.drive(http2.serve_connection(TokioIo::new(io), service));
+            let connection = Box::pin(connection);
+            until_drained(
+                connection,
+                |c| c.get_mut().connection().graceful_shutdown(),
+                ends,
+            )
+            .await
         } else {
+            let io = TokioIo::new(tls);
             let connection = Box::pin(http1.serve_connection(io, service).with_upgrades());
             until_drained(connection, |c| c.graceful_shutdown(), ends).await
         };

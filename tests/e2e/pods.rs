@@ -8,8 +8,12 @@
 //! `bindery bind --in-cluster` (reaching `/bind` through a port-forward to
 //! the chart's Service) makes the consumer's ClusterIP Service, and the app
 //! cluster's aggregator reaches the pods through it: `kubectl get` of the
-//! bound resource is served by a pod; a rolling restart of the Deployment
-//! under a running watch gives the client no error.
+//! bound resource is served by a pod; the example provider controller
+//! reconciles through the workspace the pods serve, and their claim
+//! controller copies its credentials Secret down (so serving, the
+//! controllers and claims all hold with exactly the chart's provider role);
+//! a rolling restart of the Deployment under a running watch gives the
+//! client no error.
 //!
 //! How the pods reach the clusters, which listen on the node's address
 //! 10.88.0.1 in such a run: the provider through a name its serving
@@ -509,6 +513,7 @@ fn bindery_runs_as_pods_and_serves_through_the_aggregator() {
         "the pods logged the requests they served:\n{logs}"
     );
 
+    a_provider_controller_reconciles_through_the_pods(&node, &serving_ca, &cluster_namespace);
     scrape_metrics(app, provider, &serving_ca);
     crate::rolling_restart::under_a_watch(app, &node.dir);
     crate::replicas::scaled_and_killed_under_watches(
@@ -519,6 +524,81 @@ fn bindery_runs_as_pods_and_serves_through_the_aggregator() {
         &serving_ca,
     );
     down_leaves_nothing(&node);
+}
+
+/// The example provider controller (`examples/postgresql_controller.rs`),
+/// reaching the export's virtual workspace through the chart's Service,
+/// drives the instance `orders` to Ready: the pods serve the workspace
+/// with nothing but the chart's provider role, and their claim controller
+/// copies the credentials Secret the controller writes in the provider down
+/// into the app cluster, as the template's claim asks.
+fn a_provider_controller_reconciles_through_the_pods(
+    node: &NodeRun,
+    serving_ca: &Path,
+    cluster_namespace: &str,
+) {
+    let (provider, app) = (&node.provider, &node.app);
+    let published = provider.kubectl(&[
+        "-n",
+        cluster_namespace,
+        "get",
+        "apiserviceexport",
+        "postgresql",
+        "-o",
+        "jsonpath={.status.virtualWorkspaceURL}",
+    ]);
+    let path = published
+        .find("/services/")
+        .map(|at| published[at..].to_string())
+        .unwrap_or_else(|| panic!("the export's workspace URL: {published:?}"));
+    let (_, token) = crate::workspace::controller_token_in(
+        provider,
+        "postgresql",
+        &["get", "list", "watch", "patch"],
+        None,
+    );
+    let forward = port_forward(app, "svc/bindery", "443");
+    let controller = Command::new(crate::workspace::example_controller())
+        .arg("--workspace")
+        .arg(format!("https://localhost:{}{path}", forward.1))
+        .arg("--certificate-authority")
+        .arg(serving_ca)
+        .arg("--provider-kubeconfig")
+        .arg(&provider.kubeconfig)
+        .env("CONTROLLER_TOKEN", &token)
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .expect("the example controller starts");
+    let mut controller = crate::workspace::KillOnDrop(controller);
+    wait_until(
+        "orders Ready, with its credentials Secret copied into the app cluster",
+        90,
+        || {
+            let phase = app.kubectl(&[
+                "-n",
+                "default",
+                "get",
+                "postgresqlinstances",
+                "orders",
+                "-o",
+                "jsonpath={.status.phase}",
+            ]);
+            let secret = app.kubectl_output(
+                &["-n", "default", "get", "secret", "orders-credentials"],
+                None,
+            );
+            if phase == "Ready" && secret.status.success() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "phase {phase:?}; the Secret: {}",
+                    String::from_utf8_lossy(&secret.stderr).trim()
+                ))
+            }
+        },
+    );
+    controller.stop();
+    drop(forward);
 }
 
 /// /metrics of each pod: a provider ServiceAccount that the chart's

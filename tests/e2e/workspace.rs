@@ -106,7 +106,16 @@ pub(crate) fn controller_token(
     verbs: &[&str],
     namespace: Option<&str>,
 ) -> (String, String) {
-    let provider = &clusters().provider;
+    controller_token_in(&clusters().provider, export, verbs, namespace)
+}
+
+/// [`controller_token`] in `provider`, a cluster other than the shared one.
+pub(crate) fn controller_token_in(
+    provider: &crate::fixture::Cluster,
+    export: &str,
+    verbs: &[&str],
+    namespace: Option<&str>,
+) -> (String, String) {
     let _ = provider.kubectl_output(&["create", "namespace", "vw-controllers"], None);
     let name = unique_name("controller");
     provider.kubectl(&["-n", "vw-controllers", "create", "serviceaccount", &name]);
@@ -462,7 +471,7 @@ fn the_providers_rbac_on_the_exports_content_decides() {
 
 /// The example controller's binary (`examples/postgresql_controller.rs`),
 /// built with the cargo running the tests (a no-op when `hack/test` built it).
-fn example_controller() -> std::path::PathBuf {
+pub(crate) fn example_controller() -> std::path::PathBuf {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let built = Command::new(cargo)
         .args(["build", "--locked", "--example", "postgresql_controller"])
@@ -481,10 +490,10 @@ fn example_controller() -> std::path::PathBuf {
 }
 
 /// A child process that is stopped however the test ends.
-struct KillOnDrop(std::process::Child);
+pub(crate) struct KillOnDrop(pub(crate) std::process::Child);
 
 impl KillOnDrop {
-    fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }

@@ -558,18 +558,13 @@ fn a_provider_controller_reconciles_through_the_pods(
         None,
     );
     let forward = port_forward(app, "svc/bindery", "443");
-    let controller = Command::new(crate::workspace::example_controller())
-        .arg("--workspace")
-        .arg(format!("https://localhost:{}{path}", forward.1))
-        .arg("--certificate-authority")
-        .arg(serving_ca)
-        .arg("--provider-kubeconfig")
-        .arg(&provider.kubeconfig)
-        .env("CONTROLLER_TOKEN", &token)
-        .env("RUST_LOG", "warn")
-        .spawn()
-        .expect("the example controller starts");
-    let mut controller = crate::workspace::KillOnDrop(controller);
+    let mut controller = crate::workspace::run_example_controller(
+        &crate::workspace::example_controller(),
+        &format!("https://localhost:{}{path}", forward.1),
+        serving_ca,
+        &provider.kubeconfig,
+        &token,
+    );
     wait_until(
         "orders Ready, with its credentials Secret copied into the app cluster",
         90,

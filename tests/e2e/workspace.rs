@@ -490,7 +490,30 @@ pub(crate) fn example_controller() -> std::path::PathBuf {
 }
 
 /// A child process that is stopped however the test ends.
-pub(crate) struct KillOnDrop(pub(crate) std::process::Child);
+/// The example controller (`controller`, built by [`example_controller`])
+/// reconciling through `workspace` with a provider `token`.
+pub(crate) fn run_example_controller(
+    controller: &std::path::Path,
+    workspace: &str,
+    certificate_authority: &std::path::Path,
+    provider_kubeconfig: &std::path::Path,
+    token: &str,
+) -> KillOnDrop {
+    let running = Command::new(controller)
+        .arg("--workspace")
+        .arg(workspace)
+        .arg("--certificate-authority")
+        .arg(certificate_authority)
+        .arg("--provider-kubeconfig")
+        .arg(provider_kubeconfig)
+        .env("CONTROLLER_TOKEN", token)
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .expect("the example controller starts");
+    KillOnDrop(running)
+}
+
+pub(crate) struct KillOnDrop(std::process::Child);
 
 impl KillOnDrop {
     pub(crate) fn stop(&mut self) {
@@ -528,18 +551,13 @@ fn the_example_controller_drives_an_instance_to_ready_as_the_app_cluster_sees_it
         "published: {workspace:?}"
     );
     let (_, token) = controller_token("postgresql", &["get", "list", "watch", "patch"], None);
-    let running = Command::new(&controller)
-        .arg("--workspace")
-        .arg(&workspace)
-        .arg("--certificate-authority")
-        .arg(bindery().pki.join("bindery/serving-ca.crt"))
-        .arg("--provider-kubeconfig")
-        .arg(&provider.kubeconfig)
-        .env("CONTROLLER_TOKEN", &token)
-        .env("RUST_LOG", "warn")
-        .spawn()
-        .expect("the example controller starts");
-    let mut running = KillOnDrop(running);
+    let mut running = run_example_controller(
+        &controller,
+        &workspace,
+        &bindery().pki.join("bindery/serving-ca.crt"),
+        &provider.kubeconfig,
+        &token,
+    );
     // The instance is made after the controller listed: it must arrive by
     // the workspace watch.
     std::thread::sleep(Duration::from_secs(3));

@@ -192,18 +192,11 @@ where
         let Some(tls) = handshake(&acceptor, tcp, remote).await else {
             return;
         };
-        let peer = tls
-            .get_ref()
-            .1
-            .peer_certificates()
-            .and_then(|chain| chain.first())
-            .and_then(|der| peer_certificate(der));
-        let server_name = tls
-            .get_ref()
-            .1
-            .server_name()
-            .map(|n| ServerName(n.to_string()));
-        let speaks_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+        let Told {
+            peer,
+            server_name,
+            speaks_h2,
+        } = told(tls.get_ref().1);
         tracing::debug!(%remote, h2 = speaks_h2, "connection accepted");
         let activity = idle::Activity::new();
         let requests = activity.clone();
@@ -236,10 +229,6 @@ where
                 }))
             })
         });
-        // The protocol is the one ALPN agreed on, as Go's server (and so
-        // kube-apiserver) decides it: HTTP/2 only for "h2". Not sniffing
-        // the first bytes also keeps hyper's HTTP/1 read buffer at its
-        // initial 8 KiB (a replayed prefix makes it grow to 16 KiB).
         let service = TowerToHyperService::new(service);
         // Boxed: the connection task then holds only the protocol in use.
         let ends = Ends {
@@ -251,8 +240,8 @@ where
         let ended = if speaks_h2 {
             // Its streams' frames written together (see `coalesce`).
             let (io, writes) = coalesce::coalesced(tls);
-            let connection = writes.drive(http2.serve_connection(TokioIo::new(io), service));
-            let connection = Box::pin(connection);
+            let connection =
+                Box::pin(writes.drive(http2.serve_connection(TokioIo::new(io), service)));
             until_drained(
                 connection,
                 |c| c.get_mut().connection().graceful_shutdown(),
@@ -267,6 +256,31 @@ where
         if let Err(error) = ended {
             tracing::debug!(%error, %remote, "connection ended with an error");
         }
+    }
+}
+
+/// What a connection's TLS handshake told.
+struct Told {
+    /// The client's certificate, if it showed one.
+    peer: Option<crate::auth::PeerCertificate>,
+    /// The server name (SNI) it asked for.
+    server_name: Option<ServerName>,
+    /// Whether ALPN agreed on HTTP/2: the protocol is the one ALPN agreed
+    /// on, as Go's server (and so kube-apiserver) decides it, HTTP/2 only
+    /// for "h2". Not sniffing the first bytes also keeps hyper's HTTP/1
+    /// read buffer at its initial 8 KiB (a replayed prefix makes it grow to
+    /// 16 KiB).
+    speaks_h2: bool,
+}
+
+fn told(tls: &rustls::ServerConnection) -> Told {
+    Told {
+        peer: tls
+            .peer_certificates()
+            .and_then(|chain| chain.first())
+            .and_then(|der| peer_certificate(der)),
+        server_name: tls.server_name().map(|n| ServerName(n.to_string())),
+        speaks_h2: tls.alpn_protocol() == Some(b"h2"),
     }
 }
 

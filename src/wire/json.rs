@@ -151,6 +151,33 @@ impl Scanner {
             State::BeginString => self.begin_string(c),
             State::EndValue => self.end_value(c),
             State::EndTop => self.end_top(c),
+            State::InString | State::InStringEsc | State::InStringEscU(_) => self.in_string(c),
+            State::Neg
+            | State::One
+            | State::Zero
+            | State::Dot
+            | State::Dot0
+            | State::E
+            | State::ESign
+            | State::E0 => self.in_number(c),
+            State::Literal(rest, literal) => {
+                if c != rest[0] {
+                    let expecting =
+                        format!("in literal {literal} (expecting {})", quote_char(rest[0]));
+                    return Err(Self::error(c, &expecting));
+                }
+                self.state = if rest.len() == 1 {
+                    State::EndValue
+                } else {
+                    State::Literal(&rest[1..], literal)
+                };
+                Ok(())
+            }
+        }
+    }
+    /// [`Self::step`] inside a string literal.
+    fn in_string(&mut self, c: u8) -> Step {
+        match self.state {
             State::InString => {
                 match c {
                     b'"' => self.state = State::EndValue,
@@ -179,6 +206,14 @@ impl Scanner {
                 };
                 Ok(())
             }
+            // Not reached: `step` calls this in a string's states only.
+            _ => Err(Self::error(c, "in string literal")),
+        }
+    }
+
+    /// [`Self::step`] inside a number literal.
+    fn in_number(&mut self, c: u8) -> Step {
+        match self.state {
             State::Neg => {
                 self.state = match c {
                     b'0' => State::Zero,
@@ -225,19 +260,8 @@ impl Scanner {
                 }
                 self.end_value(c)
             }
-            State::Literal(rest, literal) => {
-                if c != rest[0] {
-                    let expecting =
-                        format!("in literal {literal} (expecting {})", quote_char(rest[0]));
-                    return Err(Self::error(c, &expecting));
-                }
-                self.state = if rest.len() == 1 {
-                    State::EndValue
-                } else {
-                    State::Literal(&rest[1..], literal)
-                };
-                Ok(())
-            }
+            // Not reached: `step` calls this in a number's states only.
+            _ => Err(Self::error(c, "in numeric literal")),
         }
     }
 
@@ -456,23 +480,7 @@ impl<'a> Builder<'a> {
                         continue;
                     }
                 }
-                b'"' => Value::String(self.string()),
-                b't' => {
-                    self.at += 3;
-                    Value::Bool(true)
-                }
-                b'f' => {
-                    self.at += 4;
-                    Value::Bool(false)
-                }
-                b'n' => {
-                    self.at += 3;
-                    Value::Null
-                }
-                _ => {
-                    self.at -= 1;
-                    self.number()
-                }
+                first => self.scalar(first),
             };
             // Place it, closing every container it completes.
             let mut value = value;
@@ -518,6 +526,30 @@ impl<'a> Builder<'a> {
                     duplicate_fields: self.duplicates,
                 };
                 return (decoded, self.overflow);
+            }
+        }
+    }
+
+    /// A string, `true`, `false`, `null` or number, whose first byte
+    /// (`first`) has been read.
+    fn scalar(&mut self, first: u8) -> Value {
+        match first {
+            b'"' => Value::String(self.string()),
+            b't' => {
+                self.at += 3;
+                Value::Bool(true)
+            }
+            b'f' => {
+                self.at += 4;
+                Value::Bool(false)
+            }
+            b'n' => {
+                self.at += 3;
+                Value::Null
+            }
+            _ => {
+                self.at -= 1;
+                self.number()
             }
         }
     }

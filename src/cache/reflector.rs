@@ -425,7 +425,6 @@ fn events(
 /// once without an event (a provider that cannot encode one) make it list
 /// again.
 async fn follow(client: &kube::Client, collection: &str, reflected: &Reflected, mut version: u64) {
-    use futures::TryStreamExt;
     let mut barren = 0;
     // The version a reader waited for when it nudged, and the cache's
     // version then: a later watch that delivers it shows the lag.
@@ -437,17 +436,7 @@ async fn follow(client: &kube::Client, collection: &str, reflected: &Reflected, 
             true => PROMPT_BOOKMARK_TIMEOUT_SECONDS,
             false => WATCH_TIMEOUT_SECONDS,
         };
-        let uri = format!(
-            "{collection}?watch=true&allowWatchBookmarks=true&resourceVersion={version}&timeoutSeconds={timeout}"
-        );
-        // Uncompressed, as kube-rs asks for its own watches: a watch is
-        // read line by line as it comes.
-        let Ok(request) = http::Request::builder()
-            .uri(uri)
-            .header(ACCEPT, "application/json")
-            .header(http::header::ACCEPT_ENCODING, "identity")
-            .body(Vec::new())
-        else {
+        let Some(request) = watch_request(collection, version, timeout) else {
             return;
         };
         let started = std::time::Instant::now();
@@ -460,59 +449,20 @@ async fn follow(client: &kube::Client, collection: &str, reflected: &Reflected, 
                 return;
             }
         };
-        let mut stream = std::pin::pin!(stream);
-        let mut delivered = false;
-        loop {
-            let next = tokio::select! {
-                next = tokio::time::timeout(SILENCE, stream.try_next()) => next,
-                () = reflected.nudge.notify.notified() => {
-                    let wanted = reflected.nudge.wanted.swap(0, Ordering::Relaxed);
-                    tracing::debug!(%collection, at = version, wanted,
-                        "a reader waited for a version the watch cache has not reached; watching the provider again");
-                    suspect = Some((wanted, version));
-                    nudged = true;
-                    break;
-                }
-            };
-            let Ok(next) = next else {
-                reflected.metrics.silences.inc();
-                tracing::warn!(%collection, at = reflected.at(), silent_for = ?SILENCE,
-                    "the provider's watch sent nothing, not even a bookmark; watching again");
-                break;
-            };
-            match next {
-                Ok(Some(event)) => {
-                    delivered = true;
-                    match reflected.apply(&event) {
-                        Applied::Advanced(v) => {
-                            // The version a reader waited for, which the
-                            // old watch had not delivered in that time:
-                            // the cache was behind. (A reader may wait
-                            // for a version the provider never had.)
-                            if let Some((wanted, at)) = suspect
-                                && v >= wanted
-                            {
-                                reflected.metrics.behind.inc();
-                                tracing::warn!(%collection, at, wanted, delivered = v,
-                                    "the watch cache was behind a version bindery waited for; a new watch caught it up");
-                                suspect = None;
-                            }
-                            version = v;
-                        }
-                        Applied::Relist => return,
-                        Applied::Ignored => {}
-                    }
-                }
-                // The stream ended (timeout): watch on from where it was.
-                Ok(None) => break,
-                Err(e) => {
-                    tracing::debug!(%collection, error = %e, "the watch cache's watch broke");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    break;
-                }
-            }
+        let mut watch = Watch {
+            collection,
+            reflected,
+            version,
+            suspect,
+            delivered: false,
+            nudged: false,
+        };
+        let relist = watch.read(stream).await;
+        (version, suspect, nudged) = (watch.version, watch.suspect, watch.nudged);
+        if relist {
+            return;
         }
-        if delivered || started.elapsed() >= Duration::from_secs(1) {
+        if watch.delivered || started.elapsed() >= Duration::from_secs(1) {
             barren = 0;
             continue;
         }
@@ -524,6 +474,99 @@ async fn follow(client: &kube::Client, collection: &str, reflected: &Reflected, 
             return;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The provider watch of `collection` from `version`, with bookmarks, for
+/// `timeout` seconds; uncompressed, as kube-rs asks for its own watches: a
+/// watch is read line by line as it comes.
+fn watch_request(collection: &str, version: u64, timeout: u64) -> Option<http::Request<Vec<u8>>> {
+    let uri = format!(
+        "{collection}?watch=true&allowWatchBookmarks=true&resourceVersion={version}&timeoutSeconds={timeout}"
+    );
+    http::Request::builder()
+        .uri(uri)
+        .header(ACCEPT, "application/json")
+        .header(http::header::ACCEPT_ENCODING, "identity")
+        .body(Vec::new())
+        .ok()
+}
+
+/// One provider watch of [`follow`]'s, as it is read.
+struct Watch<'a> {
+    collection: &'a str,
+    reflected: &'a Reflected,
+    /// The version the store has reached.
+    version: u64,
+    /// See [`follow`].
+    suspect: Option<(u64, u64)>,
+    /// Whether it brought an event.
+    delivered: bool,
+    /// Whether a reader's nudge ended it.
+    nudged: bool,
+}
+
+impl Watch<'_> {
+    /// Applies `stream`'s events until it ends, goes silent for
+    /// [`SILENCE`], breaks or is nudged; whether the store must list again.
+    async fn read<S>(&mut self, stream: S) -> bool
+    where
+        S: futures::Stream<Item = Result<WatchEvent<serde_json::Value>, std::io::Error>>,
+    {
+        use futures::TryStreamExt;
+        let (collection, reflected) = (self.collection, self.reflected);
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            let next = tokio::select! {
+                next = tokio::time::timeout(SILENCE, stream.try_next()) => next,
+                () = reflected.nudge.notify.notified() => {
+                    let wanted = reflected.nudge.wanted.swap(0, Ordering::Relaxed);
+                    tracing::debug!(%collection, at = self.version, wanted,
+                        "a reader waited for a version the watch cache has not reached; watching the provider again");
+                    self.suspect = Some((wanted, self.version));
+                    self.nudged = true;
+                    return false;
+                }
+            };
+            let Ok(next) = next else {
+                reflected.metrics.silences.inc();
+                tracing::warn!(%collection, at = reflected.at(), silent_for = ?SILENCE,
+                    "the provider's watch sent nothing, not even a bookmark; watching again");
+                return false;
+            };
+            match next {
+                Ok(Some(event)) => {
+                    self.delivered = true;
+                    match reflected.apply(&event) {
+                        Applied::Advanced(v) => self.advanced(v),
+                        Applied::Relist => return true,
+                        Applied::Ignored => {}
+                    }
+                }
+                // The stream ended (timeout): watch on from where it was.
+                Ok(None) => return false,
+                Err(e) => {
+                    tracing::debug!(%collection, error = %e, "the watch cache's watch broke");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// The store reached `version`. The version a reader waited for, which
+    /// the old watch had not delivered in that time: the cache was behind.
+    /// (A reader may wait for a version the provider never had.)
+    fn advanced(&mut self, version: u64) {
+        if let Some((wanted, at)) = self.suspect
+            && version >= wanted
+        {
+            self.reflected.metrics.behind.inc();
+            tracing::warn!(collection = %self.collection, at, wanted, delivered = version,
+                "the watch cache was behind a version bindery waited for; a new watch caught it up");
+            self.suspect = None;
+        }
+        self.version = version;
     }
 }
 

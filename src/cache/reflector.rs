@@ -424,19 +424,23 @@ fn events(
 /// short one that brings a bookmark at once); watches that keep ending at
 /// once without an event (a provider that cannot encode one) make it list
 /// again.
-async fn follow(client: &kube::Client, collection: &str, reflected: &Reflected, mut version: u64) {
+async fn follow(client: &kube::Client, collection: &str, reflected: &Reflected, version: u64) {
     let mut barren = 0;
-    // The version a reader waited for when it nudged, and the cache's
-    // version then: a later watch that delivers it shows the lag.
-    let mut suspect: Option<(u64, u64)> = None;
-    // The watch after a nudge is a short one.
-    let mut nudged = false;
+    let mut watch = Watch {
+        collection,
+        reflected,
+        version,
+        suspect: None,
+        delivered: false,
+        nudged: false,
+    };
     loop {
-        let timeout = match std::mem::take(&mut nudged) {
+        // The watch after a nudge is a short one.
+        let timeout = match std::mem::take(&mut watch.nudged) {
             true => PROMPT_BOOKMARK_TIMEOUT_SECONDS,
             false => WATCH_TIMEOUT_SECONDS,
         };
-        let Some(request) = watch_request(collection, version, timeout) else {
+        let Some(request) = watch_request(collection, watch.version, timeout) else {
             return;
         };
         let started = std::time::Instant::now();
@@ -449,17 +453,8 @@ async fn follow(client: &kube::Client, collection: &str, reflected: &Reflected, 
                 return;
             }
         };
-        let mut watch = Watch {
-            collection,
-            reflected,
-            version,
-            suspect,
-            delivered: false,
-            nudged: false,
-        };
-        let relist = watch.read(stream).await;
-        (version, suspect, nudged) = (watch.version, watch.suspect, watch.nudged);
-        if relist {
+        watch.delivered = false;
+        if watch.read(stream).await {
             return;
         }
         if watch.delivered || started.elapsed() >= Duration::from_secs(1) {
@@ -468,7 +463,7 @@ async fn follow(client: &kube::Client, collection: &str, reflected: &Reflected, 
         }
         barren += 1;
         if barren >= 3 {
-            tracing::warn!(%collection, at = version,
+            tracing::warn!(%collection, at = watch.version,
                 "the provider's watch keeps ending without an event; listing again");
             tokio::time::sleep(Duration::from_secs(1)).await;
             return;
@@ -492,17 +487,18 @@ fn watch_request(collection: &str, version: u64, timeout: u64) -> Option<http::R
         .ok()
 }
 
-/// One provider watch of [`follow`]'s, as it is read.
+/// [`follow`]'s provider watches, one after another, as they are read.
 struct Watch<'a> {
     collection: &'a str,
     reflected: &'a Reflected,
     /// The version the store has reached.
     version: u64,
-    /// See [`follow`].
+    /// The version a reader waited for when it nudged, and the cache's
+    /// version then: a later watch that delivers it shows the lag.
     suspect: Option<(u64, u64)>,
-    /// Whether it brought an event.
+    /// Whether the current watch brought an event.
     delivered: bool,
-    /// Whether a reader's nudge ended it.
+    /// Whether a reader's nudge ended the last watch.
     nudged: bool,
 }
 

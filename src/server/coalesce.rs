@@ -216,11 +216,12 @@ mod tests {
     use super::*;
     use std::task::Waker;
 
-    /// Records each write it is given; never has anything to read.
+    /// Records each write it is given (or, `broken`, fails it).
     #[derive(Default)]
     struct Recorded {
         writes: Vec<Vec<u8>>,
         shut: bool,
+        broken: bool,
     }
 
     impl AsyncWrite for Recorded {
@@ -229,7 +230,11 @@ mod tests {
             _: &mut Context<'_>,
             buf: &[u8],
         ) -> Poll<io::Result<usize>> {
-            self.get_mut().writes.push(buf.to_vec());
+            let this = self.get_mut();
+            if this.broken {
+                return Poll::Ready(Err(io::ErrorKind::ConnectionReset.into()));
+            }
+            this.writes.push(buf.to_vec());
             Poll::Ready(Ok(buf.len()))
         }
         fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -327,28 +332,12 @@ mod tests {
         assert!(shared.io.shut);
     }
 
-    /// Fails every write.
-    struct Broken;
-
-    impl AsyncWrite for Broken {
-        fn poll_write(
-            self: Pin<&mut Self>,
-            _: &mut Context<'_>,
-            _: &[u8],
-        ) -> Poll<io::Result<usize>> {
-            Poll::Ready(Err(io::ErrorKind::ConnectionReset.into()))
-        }
-        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-            Poll::Ready(Ok(()))
-        }
-        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-            Poll::Ready(Ok(()))
-        }
-    }
-
     #[test]
     fn a_failed_write_of_held_bytes_reaches_the_connection() {
-        let (mut io, writes_of) = coalesced(Broken);
+        let (mut io, writes_of) = coalesced(Recorded {
+            broken: true,
+            ..Recorded::default()
+        });
         let mut driven = writes_of.drive(std::future::pending::<()>());
         let written = Pin::new(&mut io).poll_write(&mut cx(), b"frame");
         assert!(matches!(written, Poll::Ready(Ok(5))));

@@ -29,6 +29,7 @@ pub mod kubeconfig;
 pub mod metrics;
 pub mod migrate;
 pub mod moved_owners;
+pub mod namespace_access;
 pub mod percent;
 pub mod provider_namespace;
 pub mod providers;

@@ -407,6 +407,11 @@ struct LeaseArgs {
     /// template says; unset, the template's scope, else Namespaced.
     #[arg(long, value_parser = bindery::api::InformerScope::from_flag)]
     consumer_scope: Option<bindery::api::InformerScope>,
+    /// A ClusterRole of Secrets and ConfigMaps (the chart's `<release>:namespace-data`) that
+    /// bindery binds to itself in each namespace it serves, for a provider role that holds none
+    /// cluster-wide; unset, bindery binds nothing and needs them cluster-wide.
+    #[arg(long)]
+    namespace_data_role: Option<String>,
 }
 
 impl LeaseArgs {
@@ -568,6 +573,7 @@ fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let namespace_data_role = args.lease.namespace_data_role.clone();
     on_runtime(bindery::serve::run(bindery::serve::Options {
         provider_kubeconfig: args.provider_kubeconfig,
         listen: args.listen,
@@ -585,6 +591,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         impersonate: args.impersonate,
         request_body_timeout: std::time::Duration::from_secs(args.request_body_timeout),
         shutdown_delay: std::time::Duration::from_secs(args.shutdown_delay_duration),
+        namespace_data_role,
     }))
 }
 
@@ -631,8 +638,15 @@ fn controllers(args: ControllersArgs) -> anyhow::Result<()> {
     let runtime = bindery::deep::runtime().context("starting the async runtime")?;
     runtime.block_on(async {
         let client = bindery::serve::provider_client(args.provider_kubeconfig.as_deref()).await?;
+        let role = args.lease.namespace_data_role.clone();
         let mut options = args.lease.options(&args.cluster_namespace_prefix);
         options.external_url = args.external_url;
+        if let Some(role) = role {
+            let access = bindery::namespace_access::NamespaceAccess::discover(&client, role)
+                .await
+                .context("asking the provider who bindery is (a SelfSubjectReview)")?;
+            options.namespace_access = Some(access);
+        }
         println!("bindery controllers: {}", options.lease.identity);
         tokio::select! {
             _ = bindery::controllers::run(client, options) => {}

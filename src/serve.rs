@@ -49,6 +49,10 @@ pub struct Options {
     pub request_body_timeout: std::time::Duration,
     /// How long to keep serving, not ready, after SIGTERM before draining.
     pub shutdown_delay: std::time::Duration,
+    /// `--namespace-data-role`: the ClusterRole bindery binds to itself in
+    /// each namespace it serves, when its provider role holds no Secrets
+    /// cluster-wide ([`crate::namespace_access`]).
+    pub namespace_data_role: Option<String>,
 }
 
 pub async fn run(options: Options) -> Result<()> {
@@ -61,6 +65,14 @@ pub async fn run(options: Options) -> Result<()> {
         .apiserver_version()
         .await
         .context("asking the provider for its version")?;
+    let namespace_access = match options.namespace_data_role.clone() {
+        Some(role) => Some(
+            crate::namespace_access::NamespaceAccess::discover(&client, role)
+                .await
+                .context("asking the provider who bindery is (a SelfSubjectReview)")?,
+        ),
+        None => None,
+    };
     let pki =
         crate::certs::ensure_bindery(&options.pki, &[], &[]).context("reading bindery's PKI")?;
     // Client certificates: bindery's consumer CA, plus the front-proxy CA
@@ -136,6 +148,7 @@ pub async fn run(options: Options) -> Result<()> {
                 .context("reading the serving CA")?,
             sessions: sessions.clone(),
             authorizer,
+            namespace_access: namespace_access.clone(),
         },
         body_timeout: options.request_body_timeout,
         health: health.clone(),
@@ -146,6 +159,7 @@ pub async fn run(options: Options) -> Result<()> {
         .with_context(|| format!("listening on {}", options.listen))?;
     let address = listener.local_addr()?;
     let controllers = options.controllers.map(|mut controllers| {
+        controllers.namespace_access = namespace_access;
         controllers.external_url = options
             .external_url
             .clone()

@@ -44,6 +44,9 @@ pub const PROVIDER_UID_ANNOTATION: &str = "kube-bind.io/provider-uid";
 /// Annotation on a cluster namespace: the consumer identity it was made for.
 pub const IDENTITY_ANNOTATION: &str = "backend.kube-bind.io/identity";
 
+/// Label (`"true"`) on a cluster namespace bindery made, not kube-bind.
+pub const CLUSTER_NAMESPACE_LABEL: &str = "bindery.dev/cluster-namespace";
+
 /// Annotation on a cluster namespace: who asked for it.
 pub const AUTHOR_ANNOTATION: &str = "backend.kube-bind.io/author";
 

@@ -63,6 +63,9 @@ pub struct BindService {
     /// Asks the provider whether a binder may bind a template (or act as
     /// an administrator), remembering its answers briefly.
     pub authorizer: Arc<Authorizer>,
+    /// bindery's own reach to Secrets in the cluster namespaces it makes,
+    /// when its provider role holds none cluster-wide.
+    pub namespace_access: Option<crate::namespace_access::NamespaceAccess>,
 }
 
 type Reply = Result<Response<BoxBody>, ApiError>;
@@ -291,6 +294,12 @@ impl BindService {
         };
         self.claim_cluster_namespace(namespace, &request.identity, binder)
             .await?;
+        if let Some(access) = &self.namespace_access {
+            access
+                .grant_in_force(&self.provider, namespace)
+                .await
+                .map_err(internal)?;
+        }
         if let Some((registration, existing)) = recorded {
             self.register(namespace, &registration, existing).await?;
         }

@@ -156,32 +156,47 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
                 }
             }
         }
-        sync(&context.client, &resource, consumer, &name, &wanted).await?;
+        let namespaces: Vec<String> = copies
+            .records
+            .iter()
+            .filter_map(|record| record.status.as_ref().and_then(|s| s.namespace.clone()))
+            .collect();
+        sync(
+            &context.client,
+            &resource,
+            &namespaces,
+            consumer,
+            &name,
+            &wanted,
+        )
+        .await?;
     }
     Ok(Action::requeue(RESYNC))
 }
 
 /// Makes the provider's copies of `export`'s consumer objects exactly
-/// `wanted`.
+/// `wanted`, looking for them in the consumer's provider `namespaces` (bindery
+/// reads no Secrets cluster-wide).
 async fn sync(
     provider: &kube::Client,
     resource: &ApiResource,
+    namespaces: &[String],
     consumer: &str,
     export: &str,
     wanted: &[Value],
 ) -> kube::Result<()> {
-    let existing: Vec<DynamicObject> = Api::<DynamicObject>::all_with(provider.clone(), resource)
-        .list(&ListParams::default().labels(&format!("{PUSHED_LABEL},{CONSUMER_LABEL}={consumer}")))
-        .await?
-        .items
-        .into_iter()
-        .filter(|c| {
+    let pushed =
+        ListParams::default().labels(&format!("{PUSHED_LABEL},{CONSUMER_LABEL}={consumer}"));
+    let mut existing: Vec<DynamicObject> = Vec::new();
+    for namespace in namespaces {
+        let api = Api::<DynamicObject>::namespaced_with(provider.clone(), namespace, resource);
+        existing.extend(api.list(&pushed).await?.items.into_iter().filter(|c| {
             c.annotations()
                 .get(PUSHED_FOR_ANNOTATION)
                 .map(String::as_str)
                 == Some(export)
-        })
-        .collect();
+        }));
+    }
     claim_copies::mirror(
         provider,
         resource,

@@ -22,7 +22,7 @@ use crate::translate::IdentityHash;
 use crate::translate::claim_filter::{ClaimedObject, covers};
 use crate::translate::identity::{CONSUMER_LABEL, EXPORT_LABEL};
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
@@ -305,7 +305,7 @@ async fn keep_identity_secret(
     Ok(())
 }
 
-/// Removes the ClusterRole and every binding made for `export`.
+/// Removes the ClusterRoles, Roles and every binding made for `export`.
 async fn revoke_rbac(client: &kube::Client, export: &APIServiceExport) -> kube::Result<()> {
     let namespace = export.namespace().unwrap_or_default();
     let label = format!("{EXPORT_RBAC_LABEL}={namespace}.{}", export.name_any());
@@ -318,6 +318,10 @@ async fn revoke_rbac(client: &kube::Client, export: &APIServiceExport) -> kube::
             api.delete(&binding.name_any(), &DeleteParams::default())
                 .await,
         )?;
+    }
+    for role in Api::<Role>::all(client.clone()).list(&by_label).await? {
+        let api: Api<Role> = Api::namespaced(client.clone(), &role.namespace().unwrap_or_default());
+        ignore_gone(api.delete(&role.name_any(), &DeleteParams::default()).await)?;
     }
     let cluster_role_bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
     for binding in cluster_role_bindings.list(&by_label).await? {

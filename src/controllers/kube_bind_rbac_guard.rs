@@ -23,8 +23,7 @@ use serde_json::{Value, json};
 /// The policy's (and its binding's) name.
 pub const POLICY: &str = "bindery.dev-kube-bind-rbac";
 
-/// Label (`"true"`) on a cluster namespace bindery made, not kube-bind.
-pub const CLUSTER_NAMESPACE_LABEL: &str = "bindery.dev/cluster-namespace";
+pub use crate::api::keys::CLUSTER_NAMESPACE_LABEL;
 
 /// Whether `namespace`, a cluster namespace, was made by bindery (applied
 /// by one of its field managers, all named `bindery-…`) and lacks the

@@ -60,6 +60,9 @@ pub struct Context {
     /// The informer scope of every export the request controller makes,
     /// whatever its template says; `None` leaves it to the template.
     pub consumer_scope: Option<InformerScope>,
+    /// bindery's own reach to Secrets and ConfigMaps, namespace by
+    /// namespace, when its provider role holds none cluster-wide.
+    pub namespace_access: Option<crate::namespace_access::NamespaceAccess>,
 }
 
 impl Context {
@@ -90,6 +93,8 @@ pub struct Options {
     /// See [`Context::consumer_scope`]: kube-bind's backend's
     /// `--consumer-scope`.
     pub consumer_scope: Option<InformerScope>,
+    /// See [`Context::namespace_access`].
+    pub namespace_access: Option<crate::namespace_access::NamespaceAccess>,
 }
 
 impl Options {
@@ -109,7 +114,19 @@ impl Options {
             external_url: None,
             isolation: Isolation::Prefixed,
             consumer_scope: None,
+            namespace_access: None,
         }
+    }
+}
+
+/// Keeps bindery's own access in the namespaces it serves, when it reaches
+/// their Secrets namespace by namespace ([`crate::namespace_access`]).
+async fn own_access(context: Arc<Context>) {
+    match &context.namespace_access {
+        Some(access) => {
+            crate::namespace_access::follow(context.client.clone(), access.clone()).await
+        }
+        None => std::future::pending().await,
     }
 }
 
@@ -123,6 +140,7 @@ pub async fn run(client: kube::Client, options: Options) {
         external_url: options.external_url,
         isolation: options.isolation,
         consumer_scope: options.consumer_scope,
+        namespace_access: options.namespace_access,
     });
     leader::lead(client, options.lease, move || {
         let context = context.clone();
@@ -135,7 +153,8 @@ pub async fn run(client: kube::Client, options: Options) {
                 schema::run(context.clone()),
                 claim_sync::run(context.clone()),
                 claim_push::run(context.clone()),
-                app_namespaces::run(context.clone())
+                app_namespaces::run(context.clone()),
+                own_access(context.clone())
             );
         }
     })

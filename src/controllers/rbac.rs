@@ -1,15 +1,16 @@
 //! RBAC for a consumer's provider-side ServiceAccount: one ClusterRole per
 //! export listing exactly the exported resources (with their status and
-//! scale subresources) and the claimed resources, bound only in the
-//! consumer's own provider namespaces. A cluster-scoped export needs a
-//! ClusterRoleBinding: RBAC cannot narrow by name prefix, which is the one
-//! place the grant is wider than the consumer's objects (documented in
-//! docs/DESIGN.md). That binding names a ClusterRole of the exported
-//! resources alone; the claims are never granted cluster-wide, only in the
-//! consumer's provider namespaces, as for a namespaced export. Under
-//! `Namespaced` isolation the consumer's objects live in its cluster
-//! namespace, where a Role of the exported resources alone (never the
-//! claims) is bound instead.
+//! scale subresources), bound only in the consumer's own provider
+//! namespaces, and in each of those a Role of the export's claims alone. The
+//! claims are a Role, not part of the ClusterRole: bindery holds Secrets and
+//! ConfigMaps only in the namespaces it serves (`namespace_access`), and
+//! kube-apiserver lets it grant only what it holds where it grants it. A
+//! cluster-scoped export needs a ClusterRoleBinding: RBAC cannot narrow by
+//! name prefix, which is the one place the grant is wider than the
+//! consumer's objects (documented in docs/DESIGN.md); the claims are never
+//! granted cluster-wide. Under `Namespaced` isolation the consumer's objects
+//! live in its cluster namespace, where a Role of the exported resources
+//! alone (never the claims) is bound instead.
 
 use super::{Context, naming};
 use crate::api::{
@@ -37,13 +38,6 @@ const CLAIM_VERBS: &[&str] = &[
     "get", "list", "watch", "create", "update", "patch", "delete",
 ];
 
-/// The rules for `export`: its resources and its claims, nothing else. Pure.
-pub fn rules(export: &APIServiceExport) -> Vec<PolicyRule> {
-    let mut rules = resource_rules(export);
-    rules.extend(claim_rules(export));
-    rules
-}
-
 /// The rules for `export`'s resources alone. Pure.
 pub fn resource_rules(export: &APIServiceExport) -> Vec<PolicyRule> {
     let mut rules = Vec::new();
@@ -63,7 +57,7 @@ pub fn resource_rules(export: &APIServiceExport) -> Vec<PolicyRule> {
 }
 
 /// The rules for `export`'s claims alone. Pure.
-fn claim_rules(export: &APIServiceExport) -> Vec<PolicyRule> {
+pub fn claim_rules(export: &APIServiceExport) -> Vec<PolicyRule> {
     let mut rules = Vec::new();
     for claim in &export.spec.permission_claims {
         let mut rule = PolicyRule {
@@ -118,7 +112,7 @@ pub async fn grant(context: &Context, export: &APIServiceExport) -> kube::Result
     let cluster_role = json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
         "metadata": {"name": role, "labels": {EXPORT_RBAC_LABEL: label}},
-        "rules": rules(export),
+        "rules": resource_rules(export),
     });
     Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(client.clone())
         .patch(&role, &context.apply(), &Patch::Apply(cluster_role))
@@ -143,17 +137,106 @@ pub async fn grant(context: &Context, export: &APIServiceExport) -> kube::Result
     }
     let namespaces: Api<APIServiceNamespace> = Api::namespaced(client.clone(), &cluster_namespace);
     let recorded = namespaces.list(&Default::default()).await?;
-    let provider_namespaces = recorded
+    let provider_namespaces: Vec<String> = recorded
         .iter()
-        .filter_map(|record| record.status.as_ref().and_then(|s| s.namespace.clone()));
+        .filter_map(|record| record.status.as_ref().and_then(|s| s.namespace.clone()))
+        .collect();
     if cluster_scoped && in_cluster_namespace {
         home_grant(context, export, &binding_name, &label).await?;
     }
-    for provider in provider_namespaces {
+    let claims = claim_rules(export);
+    for provider in &provider_namespaces {
         let binding = crate::provider_namespace::role_binding(&cluster_namespace, &export_name);
-        Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(client.clone(), &provider)
+        Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(client.clone(), provider)
             .patch(&binding_name, &context.apply(), &Patch::Apply(binding))
             .await?;
+        if !claims.is_empty() {
+            claims_grant(context, export, provider, &claims, &label).await?;
+        }
+    }
+    if claims.is_empty() {
+        revoke_claims(context, &export_name, &label).await?;
+    }
+    Ok(())
+}
+
+/// The name of an export's claims Role (and its RoleBinding) in each
+/// provider namespace.
+pub fn claims_role_name(export: &str) -> String {
+    format!("bindery:export:{export}:claims")
+}
+
+/// The grant of `export`'s claims in its provider namespace `namespace`: a
+/// Role of `claims` bound to the consumer's account. Refused because
+/// bindery does not hold them there yet (a namespace just made), it binds
+/// its own access there first and tries again.
+async fn claims_grant(
+    context: &Context,
+    export: &APIServiceExport,
+    namespace: &str,
+    claims: &[PolicyRule],
+    label: &str,
+) -> kube::Result<()> {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let client = &context.client;
+    let name = claims_role_name(&export.name_any());
+    let role = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": name, "labels": {EXPORT_RBAC_LABEL: label}},
+        "rules": claims,
+    });
+    let roles = Api::<Role>::namespaced(client.clone(), namespace);
+    let (params, patch) = (context.apply(), Patch::Apply(role));
+    let apply = || roles.patch(&name, &params, &patch);
+    match (apply().await, &context.namespace_access) {
+        (Err(kube::Error::Api(status)), Some(access)) if status.code == 403 => {
+            access.grant_in_force(client, namespace).await?;
+            apply().await?;
+        }
+        (result, _) => {
+            result?;
+        }
+    }
+    let mut binding = crate::provider_namespace::role_binding(
+        &export.namespace().unwrap_or_default(),
+        &export.name_any(),
+    );
+    binding["metadata"]["name"] = json!(name);
+    binding["roleRef"] =
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name});
+    Api::<RoleBinding>::namespaced(client.clone(), namespace)
+        .patch(&name, &context.apply(), &Patch::Apply(binding))
+        .await?;
+    Ok(())
+}
+
+/// Removes the claims Roles of an export that claims nothing (any more).
+async fn revoke_claims(context: &Context, export: &str, label: &str) -> kube::Result<()> {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let name = claims_role_name(export);
+    let by_label = kube::api::ListParams::default().labels(&format!("{EXPORT_RBAC_LABEL}={label}"));
+    let client = &context.client;
+    for role in Api::<Role>::all(client.clone()).list(&by_label).await? {
+        if role.name_any() != name {
+            continue;
+        }
+        let namespace = role.namespace().unwrap_or_default();
+        for gone in [
+            Api::<RoleBinding>::namespaced(client.clone(), &namespace)
+                .delete(&name, &Default::default())
+                .await
+                .map(|_| ()),
+            Api::<Role>::namespaced(client.clone(), &namespace)
+                .delete(&name, &Default::default())
+                .await
+                .map(|_| ()),
+        ] {
+            match gone {
+                Ok(()) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(error) => return Err(error),
+            }
+        }
     }
     Ok(())
 }
@@ -280,7 +363,9 @@ mod tests {
                 {"resource": "configmaps", "selector": {"namedResources": [{"name": "settings"}]}},
             ],
         }));
-        let rules = rules(&export);
+        let mut rules = resource_rules(&export);
+        assert_eq!(rules.len(), 1, "the ClusterRole lists the resources alone");
+        rules.extend(claim_rules(&export));
         assert_eq!(rules.len(), 3);
         assert_eq!(
             rules[0].api_groups.as_deref(),

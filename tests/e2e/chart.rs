@@ -58,10 +58,15 @@ pub const EXPORTED_RESOURCES: &str = r#"rbac.exportedResources=[{"apiGroups":["d
 /// `helm template bindery <chart> -n <namespace> <sets...>`, with the
 /// examples' exported resources.
 fn template(namespace: &str, sets: &[&str]) -> String {
+    template_named("bindery", namespace, sets)
+}
+
+/// [`template`] of the release `release`.
+fn template_named(release: &str, namespace: &str, sets: &[&str]) -> String {
     let chart = chart_dir();
     let mut args = vec![
         "template",
-        "bindery",
+        release,
         chart.to_str().unwrap(),
         "-n",
         namespace,
@@ -218,7 +223,17 @@ fn the_rendered_chart_is_accepted_by_the_test_clusters() {
     let provider_only = template(&namespace, &["rbac.providerOnly=true"]);
     assert_eq!(
         kinds(&objects(&provider_only)),
-        ["ClusterRole", "ClusterRoleBinding", "ServiceAccount"]
+        [
+            "ClusterRole",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "RoleBinding",
+            "ServiceAccount",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding"
+        ]
     );
     // With a scraper allowed /metrics.
     let provider_only = template(
@@ -306,8 +321,28 @@ fn the_provider_role_cannot_grant_beyond_itself() {
             .iter()
             .filter_map(|v| v.as_str())
             .collect();
-        for wide in ["escalate", "bind", "*"] {
+        for wide in ["escalate", "*"] {
             assert!(!verbs.contains(&wide), "{wide} in {rule}");
+        }
+        if verbs.contains(&"bind") {
+            assert_eq!(
+                rule["resources"],
+                serde_json::json!(["clusterroles"]),
+                "{rule}"
+            );
+            assert_eq!(
+                rule["resourceNames"],
+                serde_json::json!(["bindery:namespace-data"]),
+                "bind on anything but bindery's namespace data role: {rule}"
+            );
+        }
+        let resources = rule["resources"].to_string();
+        if resources.contains("\"secrets\"") || resources.contains("\"configmaps\"") {
+            assert!(
+                rule["resourceNames"] == serde_json::json!(["app-cluster"])
+                    && !verbs.iter().any(|v| !["get", "list", "watch"].contains(v)),
+                "Secrets or ConfigMaps cluster-wide: {rule}"
+            );
         }
         if verbs.contains(&"impersonate") {
             let resources = rule["resources"].to_string();
@@ -361,5 +396,181 @@ fn the_provider_side_reaches_only_the_groups_it_is_told() {
                 .is_some_and(|groups| groups.iter().any(|g| g == "*")),
             "a rule of every group: {rule}"
         );
+    }
+}
+
+/// The chart's provider side, applied to the real provider as a release of
+/// its own, holds bindery to Secrets and ConfigMaps in the namespaces it
+/// serves (issue 34, item 4; before, its ClusterRole read and wrote every
+/// Secret of the provider): as the chart's ServiceAccount, no Secret
+/// outside them may be read, its namespace data role binds only to itself
+/// and only in a namespace marked as bindery's, it may not mark a
+/// namespace that exists, and it may not remove the policy that says so.
+#[test]
+fn the_provider_side_reaches_secrets_only_where_bindery_serves() {
+    let provider = &clusters().provider;
+    let release = unique_name("data");
+    let namespace = format!("{release}-system");
+    provider.kubectl(&["create", "namespace", &namespace]);
+    let rendered = template_named(
+        &release,
+        &namespace,
+        &[
+            "rbac.providerOnly=true",
+            &format!("fullnameOverride={release}"),
+            &format!("continueTokenSecret={namespace}/tokens"),
+        ],
+    );
+    provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&rendered));
+    let me = format!("system:serviceaccount:{namespace}:{release}");
+    let role = format!("{release}:namespace-data");
+    let as_bindery = |args: &[&str], stdin: Option<&str>| {
+        let mut all = vec!["--as", &me];
+        all.extend_from_slice(args);
+        provider.kubectl_output(&all, stdin)
+    };
+    let can = |args: &[&str]| {
+        let mut all = vec!["auth", "can-i"];
+        all.extend_from_slice(args);
+        String::from_utf8_lossy(&as_bindery(&all, None).stdout).trim() == "yes"
+    };
+    let refused = |what: &str, output: std::process::Output, why: &str| {
+        let said = String::from_utf8_lossy(&output.stderr).to_string();
+        assert!(
+            !output.status.success() && said.contains(why),
+            "{what} was not refused ({why:?}): {}{said}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+    };
+    // Policies take a moment to be in force.
+    crate::pods::wait_until("the chart's RBAC in force", 30, || {
+        if can(&["get", "secrets/app-cluster", "-n", "default"]) {
+            Ok(())
+        } else {
+            Err("the app-cluster Secrets are not readable yet".into())
+        }
+    });
+    let elsewhere: [&[&str]; 4] = [
+        &["get", "secrets", "-n", "kube-system"],
+        &["list", "secrets", "-A"],
+        &["create", "secrets", "-n", "default"],
+        &["get", "configmaps", "-n", "default"],
+    ];
+    for args in elsewhere {
+        assert!(!can(args), "{me} may {args:?}");
+    }
+    assert!(can(&["get", "secrets/tokens", "-n", &namespace]));
+
+    let plain = format!("{release}-plain");
+    let marked = format!("{release}-marked");
+    provider.kubectl(&["create", "namespace", &plain]);
+    let made = format!(
+        "{{\"apiVersion\": \"v1\", \"kind\": \"Namespace\", \"metadata\": {{\"name\": \"{marked}\", \
+         \"labels\": {{\"bindery.dev/consumer\": \"{release}\"}}}}}}"
+    );
+    let output = as_bindery(&["create", "-f", "-"], Some(&made));
+    assert!(
+        output.status.success(),
+        "bindery may make a namespace of its own: {output:?}"
+    );
+    let marks = "bindery marks as its own only the namespaces it creates";
+    crate::pods::wait_until("the chart's admission policy in force", 30, || {
+        let probe = &[
+            "label",
+            "namespace",
+            &plain,
+            "bindery.dev/consumer=x",
+            "--dry-run=server",
+        ];
+        let said = as_bindery(probe, None);
+        if String::from_utf8_lossy(&said.stderr).contains(marks) {
+            Ok(())
+        } else {
+            Err(format!("{said:?}"))
+        }
+    });
+    let binding = |subject: &str| {
+        format!(
+            "{{\"apiVersion\": \"rbac.authorization.k8s.io/v1\", \"kind\": \"RoleBinding\", \
+             \"metadata\": {{\"name\": \"data\"}}, \"roleRef\": {{\"apiGroup\": \
+             \"rbac.authorization.k8s.io\", \"kind\": \"ClusterRole\", \"name\": \"{role}\"}}, \
+             \"subjects\": [{subject}]}}"
+        )
+    };
+    let itself = format!(
+        "{{\"kind\": \"ServiceAccount\", \"name\": \"{release}\", \"namespace\": \"{namespace}\"}}"
+    );
+    let other = format!(
+        "{{\"kind\": \"ServiceAccount\", \"name\": \"default\", \"namespace\": \"{namespace}\"}}"
+    );
+    let policy = "bindery binds its namespace data role only to itself";
+    refused(
+        "binding the data role in a namespace not bindery's",
+        as_bindery(
+            &["-n", &plain, "create", "-f", "-"],
+            Some(&binding(&itself)),
+        ),
+        policy,
+    );
+    refused(
+        "binding the data role to another account",
+        as_bindery(
+            &["-n", &marked, "create", "-f", "-"],
+            Some(&binding(&other)),
+        ),
+        policy,
+    );
+    let output = as_bindery(
+        &["-n", &marked, "create", "-f", "-"],
+        Some(&binding(&itself)),
+    );
+    assert!(
+        output.status.success(),
+        "binding its own access: {output:?}"
+    );
+    crate::pods::wait_until("bindery's own access in force", 30, || {
+        if can(&["create", "secrets", "-n", &marked]) {
+            Ok(())
+        } else {
+            Err("not yet".into())
+        }
+    });
+    assert!(!can(&["create", "secrets", "-n", &plain]));
+    let admin = binding(&itself).replace(&format!("\"{role}\""), "\"admin\"");
+    refused(
+        "binding a role bindery does not hold",
+        as_bindery(&["-n", &marked, "create", "-f", "-"], Some(&admin)),
+        "forbidden",
+    );
+    for (verb, mark) in [
+        ("label", "bindery.dev/consumer=x"),
+        ("label", "bindery.dev/cluster-namespace=true"),
+        ("annotate", "kube-bind.io/api-service-namespace=a/b"),
+        ("annotate", "backend.kube-bind.io/identity=x"),
+    ] {
+        refused(
+            &format!("{verb} {mark} on a namespace that exists"),
+            as_bindery(&[verb, "namespace", &plain, mark], None),
+            marks,
+        );
+    }
+    let output = as_bindery(&["label", "namespace", &plain, "team=a"], None);
+    assert!(output.status.success(), "any other label: {output:?}");
+    refused(
+        "removing the chart's policy",
+        as_bindery(
+            &[
+                "delete",
+                "validatingadmissionpolicy",
+                &format!("{release}-namespace-data"),
+            ],
+            None,
+        ),
+        "forbidden",
+    );
+
+    provider.kubectl_with_stdin(&["delete", "--wait=false", "-f", "-"], Some(&rendered));
+    for gone in [&namespace, &plain, &marked] {
+        provider.kubectl(&["delete", "namespace", gone, "--wait=false"]);
     }
 }

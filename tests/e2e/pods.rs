@@ -514,6 +514,7 @@ fn bindery_runs_as_pods_and_serves_through_the_aggregator() {
     );
 
     a_provider_controller_reconciles_through_the_pods(&node, &serving_ca, &cluster_namespace);
+    secrets_only_where_the_pods_serve(provider, &cluster_namespace);
     scrape_metrics(app, provider, &serving_ca);
     crate::rolling_restart::under_a_watch(app, &node.dir);
     crate::replicas::scaled_and_killed_under_watches(
@@ -594,6 +595,68 @@ fn a_provider_controller_reconciles_through_the_pods(
     );
     controller.stop();
     drop(forward);
+}
+
+/// What the pods reached Secrets through, once the claim was copied down:
+/// bindery's own RoleBinding of the chart's namespace data role, in the
+/// consumer's cluster namespace and provider namespace alone, and the
+/// claim granted to the consumer's account as a Role there, never in the
+/// export's ClusterRole (which kube-apiserver would refuse bindery, holding
+/// no Secrets cluster-wide).
+fn secrets_only_where_the_pods_serve(provider: &Cluster, cluster_namespace: &str) {
+    let provider_namespace = format!("{cluster_namespace}-default");
+    let own = provider.kubectl(&[
+        "get",
+        "rolebindings",
+        "-A",
+        "--field-selector",
+        "metadata.name=bindery:namespace-data",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.namespace} {.roleRef.name} {.subjects[0].name}{\"\\n\"}{end}",
+    ]);
+    let mut own: Vec<&str> = own.lines().collect();
+    own.sort();
+    let mut wanted = vec![
+        format!("{cluster_namespace} bindery:namespace-data bindery"),
+        format!("{provider_namespace} bindery:namespace-data bindery"),
+    ];
+    wanted.sort();
+    assert_eq!(own, wanted, "bindery's own access, namespace by namespace");
+    let claims = provider.kubectl(&[
+        "-n",
+        &provider_namespace,
+        "get",
+        "role",
+        "bindery:export:postgresql:claims",
+        "-o",
+        "jsonpath={.rules[*].resources}",
+    ]);
+    assert!(claims.contains("secrets"), "the claims Role: {claims}");
+    let exported = provider.kubectl(&[
+        "get",
+        "clusterrole",
+        &bindery::controllers::naming::export_cluster_role(cluster_namespace, "postgresql"),
+        "-o",
+        "jsonpath={.rules[*].resources}",
+    ]);
+    assert!(
+        !exported.contains("secrets"),
+        "the export's ClusterRole: {exported}"
+    );
+    let account = "system:serviceaccount:bindery-system:bindery";
+    for namespace in ["kube-system", "default", "bindery-system"] {
+        let may = provider.kubectl_output(
+            &[
+                "auth", "can-i", "get", "secrets", "-n", namespace, "--as", account,
+            ],
+            None,
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&may.stdout).trim(),
+            "no",
+            "bindery reads the Secrets of {namespace}"
+        );
+    }
 }
 
 /// /metrics of each pod: a provider ServiceAccount that the chart's

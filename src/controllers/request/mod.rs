@@ -127,6 +127,11 @@ async fn decide(
     if let Some(refusal) = claim_namespace(context, request, &cluster_namespace).await? {
         return Ok(Err(refusal));
     }
+    if let Some(access) = &context.namespace_access {
+        access
+            .grant_in_force(&context.client, &cluster_namespace)
+            .await?;
+    }
     let template = match &request.spec.template_ref {
         None => None,
         Some(reference) => Some((

@@ -53,3 +53,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "bindery.providerRBAC" -}}
 {{- if and .Values.rbac.create (or .Values.rbac.providerOnly (not .Values.provider.kubeconfigSecret)) }}true{{ end }}
 {{- end }}
+
+{{/* The ClusterRole of Secrets and ConfigMaps bindery binds to itself in each
+namespace it serves (its cluster and provider namespaces). */}}
+{{- define "bindery.namespaceDataRole" -}}
+{{- default (printf "%s:namespace-data" (include "bindery.fullname" .)) .Values.rbac.namespaceDataRole }}
+{{- end }}

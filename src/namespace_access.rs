@@ -1,0 +1,223 @@
+//! bindery's own reach to Secrets and ConfigMaps in the provider, namespace
+//! by namespace: with `--namespace-data-role`, a RoleBinding of that
+//! ClusterRole (the chart's `<release>:namespace-data`) to bindery itself
+//! in each namespace it serves, so that its provider role holds no Secrets
+//! cluster-wide. Which namespaces those are is decided here ([`serves`]):
+//! the cluster and provider namespaces bindery makes (marked at creation)
+//! and the ones kube-bind's backend made (marked by their annotations); the
+//! chart's admission policy holds bindery to the same marks.
+
+use crate::api::keys::{
+    API_SERVICE_NAMESPACE_ANNOTATION, CLUSTER_NAMESPACE_LABEL, IDENTITY_ANNOTATION,
+};
+use crate::translate::identity::CONSUMER_LABEL;
+use futures::StreamExt;
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// The name of bindery's own RoleBinding in each namespace it serves.
+pub const BINDING_NAME: &str = "bindery:namespace-data";
+
+/// The field manager of that RoleBinding.
+const FIELD_MANAGER: &str = "bindery-namespace-access";
+
+/// How long a new RoleBinding may take to be in force.
+const IN_FORCE_WITHIN: Duration = Duration::from_secs(5);
+
+/// Labels bindery sets on the namespaces it makes, and annotations kube-bind's
+/// backend sets on its own: a namespace carrying one is served. The chart's
+/// ValidatingAdmissionPolicy (`namespace-data`) lets bindery add none of
+/// them to a namespace that exists (`deploy/chart`), so bindery cannot make
+/// a namespace it was not given look like one.
+pub const MARK_LABELS: [&str; 2] = [CLUSTER_NAMESPACE_LABEL, CONSUMER_LABEL];
+pub const MARK_ANNOTATIONS: [&str; 2] = [IDENTITY_ANNOTATION, API_SERVICE_NAMESPACE_ANNOTATION];
+
+/// Whether bindery serves `namespace`, so holds its Secrets and ConfigMaps.
+/// Pure.
+pub fn serves(namespace: &Namespace) -> bool {
+    let labels = namespace.metadata.labels.as_ref();
+    let annotations = namespace.metadata.annotations.as_ref();
+    MARK_LABELS
+        .iter()
+        .any(|mark| labels.is_some_and(|l| l.contains_key(*mark)))
+        || MARK_ANNOTATIONS
+            .iter()
+            .any(|mark| annotations.is_some_and(|a| a.contains_key(*mark)))
+}
+
+/// The RBAC subject for a provider user name: a ServiceAccount for
+/// `system:serviceaccount:<namespace>:<name>`, else a User. Pure.
+pub fn subject(username: &str) -> Value {
+    match username
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|rest| rest.split_once(':'))
+    {
+        Some((namespace, name)) => json!({"kind": "ServiceAccount", "name": name,
+            "namespace": namespace}),
+        None => json!({"kind": "User", "apiGroup": "rbac.authorization.k8s.io",
+            "name": username}),
+    }
+}
+
+/// bindery's own RoleBinding of `role` to `subject`. Pure.
+pub fn binding(role: &str, subject: &Value) -> Value {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": BINDING_NAME},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+            "name": role},
+        "subjects": [subject],
+    })
+}
+
+/// The ClusterRole bindery binds to itself, and itself.
+#[derive(Clone, Debug)]
+pub struct NamespaceAccess {
+    role: String,
+    subject: Value,
+}
+
+impl NamespaceAccess {
+    /// bindery's own access through `role`, as whom the provider knows
+    /// `client` (a SelfSubjectReview, which every user may make).
+    pub async fn discover(client: &kube::Client, role: String) -> kube::Result<Self> {
+        let review: SelfSubjectReview = serde_json::from_value(json!({
+            "apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview",
+            "metadata": {},
+        }))
+        .map_err(kube::Error::SerdeError)?;
+        let answered = Api::<SelfSubjectReview>::all(client.clone())
+            .create(&PostParams::default(), &review)
+            .await?;
+        let username = answered
+            .status
+            .and_then(|s| s.user_info)
+            .and_then(|u| u.username)
+            .unwrap_or_default();
+        Ok(Self {
+            role,
+            subject: subject(&username),
+        })
+    }
+
+    /// Binds the role to bindery in `namespace`. Idempotent.
+    pub async fn grant(&self, client: &kube::Client, namespace: &str) -> kube::Result<()> {
+        Api::<RoleBinding>::namespaced(client.clone(), namespace)
+            .patch(
+                BINDING_NAME,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(binding(&self.role, &self.subject)),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// [`grant`](Self::grant), then waits (up to 5 s) until the provider
+    /// lets bindery write Secrets in `namespace`: for a namespace just made,
+    /// whose Secrets bindery writes next.
+    pub async fn grant_in_force(&self, client: &kube::Client, namespace: &str) -> kube::Result<()> {
+        self.grant(client, namespace).await?;
+        let review: SelfSubjectAccessReview = serde_json::from_value(json!({
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": {"namespace": namespace, "verb": "create",
+                "resource": "secrets"}},
+        }))
+        .map_err(kube::Error::SerdeError)?;
+        let reviews = Api::<SelfSubjectAccessReview>::all(client.clone());
+        let deadline = tokio::time::Instant::now() + IN_FORCE_WITHIN;
+        loop {
+            let answer = reviews.create(&PostParams::default(), &review).await?;
+            let allowed = answer.status.is_some_and(|s| s.allowed);
+            if allowed || tokio::time::Instant::now() >= deadline {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Keeps bindery's RoleBinding in every namespace it [`serves`]: those made
+/// by an earlier bindery, and kube-bind's, as they appear. Runs until
+/// dropped.
+pub async fn follow(client: kube::Client, access: NamespaceAccess) {
+    let namespaces = Api::<Namespace>::all(client.clone());
+    let mut events = watcher(namespaces, watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    while let Some(event) = events.next().await {
+        let namespace = match event {
+            Ok(namespace) => namespace,
+            Err(error) => {
+                tracing::warn!(%error, "watching namespaces for bindery's own access failed");
+                continue;
+            }
+        };
+        let terminating = namespace.metadata.deletion_timestamp.is_some();
+        if !serves(&namespace) || terminating {
+            continue;
+        }
+        let name = namespace.metadata.name.clone().unwrap_or_default();
+        if let Err(error) = access.grant(&client, &name).await {
+            tracing::warn!(%error, namespace = name, "binding bindery's own access failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn namespace(labels: &[(&str, &str)], annotations: &[(&str, &str)]) -> Namespace {
+        let map = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let mut namespace = Namespace::default();
+        namespace.metadata.labels = Some(map(labels));
+        namespace.metadata.annotations = Some(map(annotations));
+        namespace
+    }
+
+    #[test]
+    fn served_namespaces_are_the_marked_ones() {
+        assert!(serves(&namespace(
+            &[(CLUSTER_NAMESPACE_LABEL, "true")],
+            &[]
+        )));
+        assert!(serves(&namespace(&[(CONSUMER_LABEL, "c1")], &[])));
+        assert!(serves(&namespace(&[], &[(IDENTITY_ANNOTATION, "x")])));
+        assert!(serves(&namespace(
+            &[],
+            &[(API_SERVICE_NAMESPACE_ANNOTATION, "kube-bind-x/default")]
+        )));
+        assert!(!serves(&namespace(&[("team", "a")], &[("note", "b")])));
+        assert!(!serves(&Namespace::default()));
+    }
+
+    #[test]
+    fn a_service_account_is_bound_as_one_and_anyone_else_as_a_user() {
+        assert_eq!(
+            subject("system:serviceaccount:bindery-system:bindery"),
+            json!({"kind": "ServiceAccount", "name": "bindery", "namespace": "bindery-system"})
+        );
+        assert_eq!(subject("admin")["kind"], "User", "a user is bound by name");
+        assert_eq!(subject("system:serviceaccount:broken")["kind"], "User");
+    }
+
+    #[test]
+    fn the_binding_names_the_role_and_only_bindery() {
+        let bound = binding("bindery:namespace-data", &subject("admin"));
+        assert_eq!(bound["roleRef"]["name"], "bindery:namespace-data");
+        assert_eq!(bound["subjects"].as_array().map(Vec::len), Some(1));
+        assert_eq!(bound["metadata"]["name"], BINDING_NAME);
+    }
+}

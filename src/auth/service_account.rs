@@ -117,9 +117,15 @@ pub fn verify(token: &str, issuer: &TokenIssuer) -> Verdict {
         return Verdict::Invalid(Refusal::InvalidToken("not a service account token".into()));
     };
     debug_assert_eq!(claims.iss, issuer.issuer);
+    Verdict::Valid(user_of(kubernetes, claims.jti))
+}
+
+/// The user a verified service account token names, with the extras
+/// kube-apiserver gives it (its credential id, pod and node). Pure.
+fn user_of(kubernetes: KubernetesClaims, jti: Option<String>) -> RequestUser {
     let namespace = kubernetes.namespace;
     let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    if let Some(jti) = claims.jti {
+    if let Some(jti) = jti {
         extra.insert(
             "authentication.kubernetes.io/credential-id".into(),
             vec![format!("JTI={jti}")],
@@ -142,7 +148,7 @@ pub fn verify(token: &str, issuer: &TokenIssuer) -> Verdict {
             vec![node.uid],
         );
     }
-    Verdict::Valid(RequestUser {
+    RequestUser {
         name: format!(
             "system:serviceaccount:{namespace}:{}",
             kubernetes.serviceaccount.name
@@ -154,7 +160,7 @@ pub fn verify(token: &str, issuer: &TokenIssuer) -> Verdict {
             "system:authenticated".into(),
         ],
         extra,
-    })
+    }
 }
 
 /// Why jsonwebtoken refused a token of the registered issuer.

@@ -7,7 +7,7 @@ use crate::forward::answer::answer_up;
 use crate::translate::binding::fixtures::widgets;
 use crate::translate::objects::stamp_labels;
 use http::header::CONTENT_TYPE;
-use serde_json::json;
+use serde_json::{Value, json};
 use std::sync::Mutex;
 
 /// The provider's JSON of widget `w`, as a GET answers it.

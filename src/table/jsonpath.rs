@@ -265,34 +265,48 @@ fn evaluate<'a>(
                 path,
                 equal,
                 literal,
-            } => {
-                for value in values {
-                    let Value::Array(items) = value else {
-                        return Ok(Err(Failed));
-                    };
-                    for item in items {
-                        let lefts = match evaluate(path, vec![item])? {
-                            Ok(lefts) => lefts,
-                            Err(Failed) => return Ok(Err(Failed)),
-                        };
-                        let left = match lefts.as_slice() {
-                            [] => continue,
-                            [left] => *left,
-                            _ => return Ok(Err(Failed)),
-                        };
-                        let Some(same) = compare(left, literal) else {
-                            return Ok(Err(Failed));
-                        };
-                        if same == *equal {
-                            next.push(item);
-                        }
-                    }
-                }
-            }
+            } => match filter(path, *equal, literal, values)? {
+                Ok(kept) => next = kept,
+                Err(Failed) => return Ok(Err(Failed)),
+            },
         }
         values = next;
     }
     Ok(Ok(values))
+}
+
+/// The items of the arrays `values` whose `path` is (`equal`) or is not
+/// `literal`, as `[?(@.path == literal)]` keeps them.
+fn filter<'a>(
+    path: &[Step],
+    equal: bool,
+    literal: &Literal,
+    values: Vec<&'a Value>,
+) -> Result<Result<Vec<&'a Value>, Failed>, Unsupported> {
+    let mut kept = Vec::new();
+    for value in values {
+        let Value::Array(items) = value else {
+            return Ok(Err(Failed));
+        };
+        for item in items {
+            let lefts = match evaluate(path, vec![item])? {
+                Ok(lefts) => lefts,
+                Err(Failed) => return Ok(Err(Failed)),
+            };
+            let left = match lefts.as_slice() {
+                [] => continue,
+                [left] => *left,
+                _ => return Ok(Err(Failed)),
+            };
+            let Some(same) = compare(left, literal) else {
+                return Ok(Err(Failed));
+            };
+            if same == equal {
+                kept.push(item);
+            }
+        }
+    }
+    Ok(Ok(kept))
 }
 
 /// Whether `left` equals `literal`, as text/template's `eq` decides; `None`

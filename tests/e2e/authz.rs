@@ -32,8 +32,7 @@ fn install_crd() {
         });
         let app = &clusters().app;
         app.kubectl_with_stdin(&["apply", "-f", "-"], Some(&crd.to_string()));
-        app.kubectl(&[
-            "wait",
+        app.kubectl_wait(&[
             "--for=condition=Established",
             "--timeout=60s",
             &format!("crd/gizmos.{GROUP}"),

@@ -359,8 +359,7 @@ fn a_group_the_app_cluster_serves_from_its_own_crd_is_not_bound() {
     let group = format!("{}.example.com", unique_name("local"));
     let template = unique_name("local-gadgets");
     provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&gadget_crd(&group)));
-    provider.kubectl(&[
-        "wait",
+    provider.kubectl_wait(&[
         "--for=condition=Established",
         &format!("crd/gadgets.{group}"),
     ]);

@@ -39,8 +39,7 @@ fn start() -> Result<Bindery, String> {
             String::from_utf8_lossy(&output.stderr)
         ));
     }
-    provider.kubectl(&[
-        "wait",
+    provider.kubectl_wait(&[
         "--for=condition=Established",
         "--timeout=60s",
         "-f",

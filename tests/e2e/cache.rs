@@ -133,8 +133,7 @@ fn gadgets_of_a_consumer(group: &str, consumer: &str) -> (String, Consumer) {
     let provider = &clusters().provider;
     let group = format!("{}.example.com", unique_name(group));
     provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&gadget_crd(&group)));
-    provider.kubectl(&[
-        "wait",
+    provider.kubectl_wait(&[
         "--for=condition=Established",
         &format!("crd/gadgets.{group}"),
     ]);
@@ -205,8 +204,7 @@ fn any_version_lists_and_watches_of_every_consumer_share_one_upstream_list_and_w
     let provider = &clusters().provider;
     let group = format!("{}.example.com", unique_name("cached"));
     provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&gadget_crd(&group)));
-    provider.kubectl(&[
-        "wait",
+    provider.kubectl_wait(&[
         "--for=condition=Established",
         &format!("crd/gadgets.{group}"),
     ]);

@@ -22,8 +22,7 @@ pub(crate) fn install_examples() {
         for file in ["postgresql-crd.yaml", "servicebindings-crd.yaml"] {
             let path = examples.join(file);
             provider.kubectl(&["apply", "-f", &path.to_string_lossy()]);
-            provider.kubectl(&[
-                "wait",
+            provider.kubectl_wait(&[
                 "--for=condition=Established",
                 "--timeout=60s",
                 "-f",
@@ -470,8 +469,7 @@ fn crd_changes_are_followed_when_compatible_and_held_back_when_breaking() {
             json!({"size": {"type": "string", "description": "How big."}}),
         )),
     );
-    provider.kubectl(&[
-        "wait",
+    provider.kubectl_wait(&[
         "--for=condition=Established",
         "--timeout=60s",
         "crd/evolvers.schema.bindery.dev",

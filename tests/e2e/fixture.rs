@@ -250,8 +250,7 @@ impl Cluster {
     pub fn install_crd(&self, crd: &serde_json::Value) {
         self.kubectl_with_stdin(&["apply", "-f", "-"], Some(&crd.to_string()));
         let name = crd["metadata"]["name"].as_str().expect("a CRD has a name");
-        self.kubectl(&[
-            "wait",
+        self.kubectl_wait(&[
             "--for=condition=Established",
             "--timeout=60s",
             &format!("crd/{name}"),
@@ -317,6 +316,29 @@ impl Cluster {
     /// if kubectl fails.
     pub fn kubectl_with_stdin(&self, args: &[&str], input: Option<&str>) -> String {
         let output = self.kubectl_output(args, input);
+        self.succeeded(args, output)
+    }
+
+    /// `kubectl wait <args>`, asked again while the object's
+    /// `status.conditions` is still null: kubectl then fails at once
+    /// (`accessor error: <nil>`) instead of waiting, and a CRD just made
+    /// may have none yet.
+    pub fn kubectl_wait(&self, args: &[&str]) -> String {
+        let mut all = vec!["wait"];
+        all.extend_from_slice(args);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let output = self.kubectl_output(&all, None);
+            let not_yet = String::from_utf8_lossy(&output.stderr).contains("accessor error: <nil>");
+            if output.status.success() || !not_yet || std::time::Instant::now() >= deadline {
+                return self.succeeded(&all, output);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+
+    /// The stdout of a kubectl run that must have succeeded.
+    fn succeeded(&self, args: &[&str], output: Output) -> String {
         assert!(
             output.status.success(),
             "kubectl {} against {} failed ({}):\n{}",

@@ -63,8 +63,7 @@ fn cluster() -> &'static (Cluster, Value) {
                 Some(&kube_bind_v1alpha1_crd(plural, kind)),
             );
         }
-        cluster.kubectl(&[
-            "wait",
+        cluster.kubectl_wait(&[
             "--for=condition=Established",
             "crd",
             "apiserviceexports.kube-bind.io",
@@ -95,12 +94,7 @@ fn cluster() -> &'static (Cluster, Value) {
                 String::from_utf8_lossy(&applied.stderr)
             );
         }
-        cluster.kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "-f",
-            crds.to_str().unwrap(),
-        ]);
+        cluster.kubectl_wait(&["--for=condition=Established", "-f", crds.to_str().unwrap()]);
         (cluster, before)
     })
 }

@@ -128,8 +128,7 @@ fn install_crds(cluster: &Cluster, crds: &Path) {
         "-f",
         &crds.to_string_lossy(),
     ]);
-    cluster.kubectl(&[
-        "wait",
+    cluster.kubectl_wait(&[
         "--for=condition=Established",
         "--timeout=60s",
         "-f",
@@ -240,8 +239,7 @@ pub(crate) fn binding_crd_installed(app: &Cluster, konnector: &Running) {
         &[konnector],
         || get_json(app, &["crd", "apiservicebindings.kube-bind.io"]).is_some(),
     );
-    app.kubectl(&[
-        "wait",
+    app.kubectl_wait(&[
         "--for=condition=Established",
         "--timeout=60s",
         "crd/apiservicebindings.kube-bind.io",

@@ -81,8 +81,7 @@ fn request(provider: &Cluster, namespace: &str, crd: &str, programs: &[&Running]
 fn exported_crd(provider: &Cluster, file: &str, crd: &str) {
     let path = repo_root().join("deploy/examples").join(file);
     provider.kubectl(&["apply", "-f", &path.to_string_lossy()]);
-    provider.kubectl(&[
-        "wait",
+    provider.kubectl_wait(&[
         "--for=condition=Established",
         "--timeout=60s",
         &format!("crd/{crd}"),

@@ -129,8 +129,7 @@ fn only_the_leader_runs_controllers_and_a_killed_leader_hands_over() {
         repo_root().join("conformance/crds/widgets.yaml"),
     ] {
         app.kubectl(&["apply", "-f", &path.to_string_lossy()]);
-        app.kubectl(&[
-            "wait",
+        app.kubectl_wait(&[
             "--for=condition=Established",
             "--timeout=60s",
             "-f",

@@ -117,7 +117,7 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
 
     // The provider, as kube-bind's backend and konnector leave it.
     provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&crd().to_string()));
-    provider.kubectl(&["wait", "--for=condition=Established", "crd", CRD]);
+    provider.kubectl_wait(&["--for=condition=Established", "crd", CRD]);
     provider.kubectl_with_stdin(
         &["apply", "-f", "-"],
         Some(
@@ -188,14 +188,13 @@ fn an_app_cluster_bound_by_the_konnector_moves_to_bindery_without_losing_an_obje
 
     // The app cluster, as kube-bind's CLI and konnector leave it.
     app.kubectl_with_stdin(&["apply", "-f", "-"], Some(&crd().to_string()));
-    app.kubectl(&["wait", "--for=condition=Established", "crd", CRD]);
+    app.kubectl_wait(&["--for=condition=Established", "crd", CRD]);
     // kube-bind's own APIServiceBinding CRD (v0.8.2), as its konnector
     // installs it: without bindery's `spec.permissionClaims`.
     let binding_crd = crate::kube_bind_live::kube_bind_binaries()
         .join("crds/kube-bind.io_apiservicebindings.yaml");
     app.kubectl(&["apply", "-f", binding_crd.to_str().unwrap()]);
-    app.kubectl(&[
-        "wait",
+    app.kubectl_wait(&[
         "--for=condition=Established",
         "crd",
         "apiservicebindings.kube-bind.io",
@@ -866,8 +865,7 @@ fn a_konnector_still_running_stops_the_move_before_anything_is_removed() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
-    app.kubectl(&[
-        "wait",
+    app.kubectl_wait(&[
         "--for=condition=Established",
         "crd/apiservicebindings.kube-bind.io",
     ]);

@@ -244,8 +244,7 @@ fn bindery_runs_as_pods_and_serves_through_the_aggregator() {
         "-f",
         &file("examples/servicebindings-crd.yaml"),
     ]);
-    provider.kubectl(&[
-        "wait",
+    provider.kubectl_wait(&[
         "--for=condition=Established",
         "--timeout=60s",
         "-f",

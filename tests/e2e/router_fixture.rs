@@ -121,8 +121,7 @@ pub fn provider_cluster(tag: &str) -> Cluster {
     let provider = own_provider_cluster(tag);
     let crds = repo_root().join("deploy/crds");
     provider.kubectl(&["apply", "-f", &crds.to_string_lossy()]);
-    provider.kubectl(&[
-        "wait",
+    provider.kubectl_wait(&[
         "--for=condition=Established",
         "--timeout=60s",
         "-f",
@@ -197,12 +196,7 @@ pub fn reach_router(app: &Cluster, group: &str, port: u16) {
         );
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
-    app.kubectl(&[
-        "wait",
-        "--for=condition=Available",
-        "--timeout=60s",
-        &api_service,
-    ]);
+    app.kubectl_wait(&["--for=condition=Available", "--timeout=60s", &api_service]);
     let service = app.kubectl(&[
         "get",
         &api_service,

@@ -30,7 +30,7 @@ fn install_crd() {
                         "status": {"type": "object", "properties": {"phase": {"type": "string"}}}}}}}]}
         });
         provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&crd.to_string()));
-        provider.kubectl(&["wait", "--for=condition=Established", "--timeout=60s", &format!("crd/{CRD}")]);
+        provider.kubectl_wait(&["--for=condition=Established", "--timeout=60s", &format!("crd/{CRD}")]);
     });
 }
 

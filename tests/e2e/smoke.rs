@@ -71,8 +71,7 @@ spec:
 "#
     );
     provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&crd));
-    provider.kubectl(&[
-        "wait",
+    provider.kubectl_wait(&[
         "--for=condition=Established",
         &format!("crd/widgets.{group}"),
         "--timeout=60s",
@@ -195,8 +194,7 @@ spec:
 "#
     );
     app.kubectl_with_stdin(&["apply", "-f", "-"], Some(&manifests));
-    app.kubectl(&[
-        "wait",
+    app.kubectl_wait(&[
         "--for=condition=Available",
         &format!("apiservice/v1.{group}"),
         "--timeout=90s",

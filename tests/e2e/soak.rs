@@ -568,8 +568,7 @@ fn real_controllers_are_told_every_change_through_cuts_stalls_and_provider_resta
     install_examples();
     let provider = &clusters().provider;
     provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(CRD));
-    provider.kubectl(&[
-        "wait",
+    provider.kubectl_wait(&[
         "--for=condition=Established",
         "--timeout=60s",
         &format!("crd/{RESOURCE}.{GROUP}"),

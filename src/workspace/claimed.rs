@@ -233,7 +233,7 @@ async fn claimed_kind(
     let list: k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList = client
         .request(discovery)
         .await
-        .map_err(|e| ApiError::unavailable(format!("the app cluster cannot be reached: {e}")))?;
+        .map_err(super::claimed_writes::app_cluster_unreachable)?;
     list.resources
         .into_iter()
         .find(|r| r.name == request.resource)

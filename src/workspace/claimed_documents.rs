@@ -212,9 +212,7 @@ impl AppReader<'_> {
         match client.request::<Value>(request).await {
             Ok(value) => Ok(Some(value)),
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
-            Err(e) => Err(ApiError::unavailable(format!(
-                "the app cluster cannot be reached: {e}"
-            ))),
+            Err(error) => Err(super::claimed_writes::app_cluster_unreachable(error)),
         }
     }
 }

@@ -69,6 +69,14 @@ const ATTEMPTS: usize = 5;
 /// The upstream's name in errors.
 pub const APP_CLUSTER: &str = "the app cluster";
 
+/// A read of the app cluster that failed, answered to the provider's
+/// controller as 503 without the app cluster's words (they name its users
+/// and namespaces, which a claim does not show): those are logged.
+pub fn app_cluster_unreachable(error: kube::Error) -> ApiError {
+    tracing::warn!(%error, "reading the app cluster for a claim failed");
+    ApiError::unavailable(format!("{APP_CLUSTER} cannot be reached"))
+}
+
 /// One write on a claimed resource, read.
 pub struct Write<'a> {
     pub app_cluster: &'a KubeUpstream,
@@ -510,4 +518,21 @@ fn to_query(pairs: &Pairs) -> String {
     form_urlencoded::Serializer::new(String::new())
         .extend_pairs(pairs)
         .finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_app_clusters_words_stay_in_the_log() {
+        let said = kube::core::Status::failure(
+            "secrets is forbidden: User \"system:serviceaccount:team-a:deployer\" cannot list",
+            "Forbidden",
+        )
+        .with_code(403);
+        let answered = app_cluster_unreachable(kube::Error::Api(Box::new(said)));
+        assert_eq!(answered.code, 503);
+        assert_eq!(answered.message, "the app cluster cannot be reached");
+    }
 }

@@ -192,6 +192,11 @@ fn the_rendered_chart_is_accepted_by_the_test_clusters() {
         args.contains(&"--provider-kubeconfig=/etc/bindery/provider/kubeconfig"),
         "{args:?}"
     );
+    // The provider-side release of the same name makes that role.
+    assert!(
+        args.contains(&"--namespace-data-role=bindery:namespace-data"),
+        "{args:?}"
+    );
     let monitor = &find(&rendered, "ServiceMonitor").unwrap()["spec"]["endpoints"][0];
     assert_eq!(monitor["path"], "/metrics");
     assert_eq!(monitor["scheme"], "https");

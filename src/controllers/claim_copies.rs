@@ -146,6 +146,14 @@ pub async fn mirror(
     Ok(())
 }
 
+/// Whether `source` may be copied at all: not a ServiceAccount token
+/// Secret, which the receiving cluster's token controller would fill with
+/// a token of the account it names there (a provider's Secret copied down
+/// would hand it an app cluster's account, and the other way round). Pure.
+pub fn copyable(source: &Value) -> bool {
+    source["type"] != "kubernetes.io/service-account-token"
+}
+
 /// A copy of `source` (a Secret or a ConfigMap) named as it is, in
 /// `namespace`: its content, its own labels and annotations (bindery's
 /// reserved labels, kube-bind's owner mark, bindery's and kubectl's
@@ -187,4 +195,17 @@ pub fn copy_of(
         }
     }
     copy
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_service_account_token_secret_is_never_copied() {
+        let secret = |type_: &str| json!({"kind": "Secret", "type": type_, "data": {}});
+        assert!(!copyable(&secret("kubernetes.io/service-account-token")));
+        assert!(copyable(&secret("Opaque")));
+        assert!(copyable(&json!({"kind": "ConfigMap", "data": {}})));
+    }
 }

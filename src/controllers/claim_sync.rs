@@ -120,7 +120,10 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
                                 picked,
                             )
                     });
-                    if covered && source.metadata.deletion_timestamp.is_none() {
+                    if covered
+                        && claim_copies::copyable(&object)
+                        && source.metadata.deletion_timestamp.is_none()
+                    {
                         wanted.push(copy_of(&object, kind, &consumer_namespace, &name));
                     }
                 }

@@ -541,6 +541,25 @@ fn the_provider_side_reaches_secrets_only_where_bindery_serves() {
         }
     });
     assert!(!can(&["create", "secrets", "-n", &plain]));
+    // Where it may make Secrets, never one the provider fills with a
+    // ServiceAccount's token.
+    let token_secret = serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "t",
+            "annotations": {"kubernetes.io/service-account.name": "default"}},
+        "type": "kubernetes.io/service-account-token",
+    })
+    .to_string();
+    refused(
+        "a ServiceAccount token Secret",
+        as_bindery(&["-n", &marked, "create", "-f", "-"], Some(&token_secret)),
+        "bindery makes no ServiceAccount token Secrets",
+    );
+    let plain_secret = token_secret
+        .replace("kubernetes.io/service-account-token", "Opaque")
+        .replace("\"t\"", "\"o\"");
+    let output = as_bindery(&["-n", &marked, "create", "-f", "-"], Some(&plain_secret));
+    assert!(output.status.success(), "an Opaque Secret: {output:?}");
     let admin = binding(&itself).replace(&format!("\"{role}\""), "\"admin\"");
     refused(
         "binding a role bindery does not hold",

@@ -70,6 +70,84 @@ fn wait_for_copy(name: &str, want: Option<&str>, why: &str) {
     }
 }
 
+/// The names of the Secrets made in the app cluster's `default` namespace
+/// while it runs (`kubectl get --watch-only`), from when a probe Secret of
+/// its own shows the watch is open.
+struct SecretsWatch {
+    child: std::process::Child,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    probes: Vec<String>,
+}
+
+impl SecretsWatch {
+    fn start(probe: &str) -> Self {
+        use std::io::BufRead;
+        let app = &clusters().app;
+        let mut child = std::process::Command::new(crate::fixture::kubectl_path())
+            .arg("--kubeconfig")
+            .arg(&app.kubeconfig)
+            .args([
+                "-n",
+                "default",
+                "get",
+                "secrets",
+                "--watch-only",
+                "-o",
+                "name",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("kubectl runs");
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stdout = child.stdout.take().expect("piped");
+        let kept = lines.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                kept.lock().unwrap().push(line);
+            }
+        });
+        // Made until one shows: one made before the watch's own list
+        // began would not.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut made = Vec::new();
+        'opened: loop {
+            let name = format!("{probe}-{}", made.len());
+            app.kubectl(&["-n", "default", "create", "secret", "generic", &name]);
+            made.push(name);
+            for _ in 0..10 {
+                let seen = lines.lock().unwrap().clone();
+                if made.iter().any(|m| seen.contains(&format!("secret/{m}"))) {
+                    break 'opened;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the watch of the app cluster's Secrets never showed {made:?}"
+            );
+        }
+        Self {
+            child,
+            lines,
+            probes: made,
+        }
+    }
+
+    fn stop(mut self) -> Vec<String> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        for probe in &self.probes {
+            clusters()
+                .app
+                .kubectl(&["-n", "default", "delete", "secret", probe]);
+        }
+        self.lines.lock().unwrap().clone()
+    }
+}
+
 #[test]
 fn provider_owned_claimed_secrets_follow_their_source_into_the_app_cluster() {
     install_examples();
@@ -128,12 +206,36 @@ fn provider_owned_claimed_secrets_follow_their_source_into_the_app_cluster() {
         "{copy_labels}"
     );
 
+    // A ServiceAccount token Secret the claim covers: the provider's token
+    // controller fills it with a token of the provider namespace's
+    // `default` account, and a copy would hand that token to the app
+    // cluster (whose own token controller would take the copy for one of
+    // its accounts).
+    let watched = SecretsWatch::start(&unique_name("probe"));
+    let token_secret = unique_name("token");
+    let token_object = serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": token_secret, "namespace": source_namespace,
+            "labels": {PART_OF: "postgresql"},
+            "annotations": {"kubernetes.io/service-account.name": "default"}},
+        "type": "kubernetes.io/service-account-token",
+    });
+    provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&token_object.to_string()));
     secret(&credentials, "second", Some("postgresql"));
     wait_for_copy(&credentials, Some("second"), "the copy follows its source");
     assert_eq!(
         app_password(&unclaimed),
         None,
         "never copied: no claim covers it"
+    );
+    // Watched, not read once: the app cluster's token controller deletes
+    // a copy whose account uid is the provider's soon after it is made.
+    let seen = watched.stop();
+    assert!(
+        !seen
+            .iter()
+            .any(|line| line.ends_with(&format!("/{token_secret}"))),
+        "a ServiceAccount token Secret was copied into the app cluster: {seen:?}"
     );
 
     secret(&credentials, "second", Some("something-else"));

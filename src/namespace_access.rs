@@ -17,6 +17,7 @@ use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -143,28 +144,57 @@ impl NamespaceAccess {
 }
 
 /// Keeps bindery's RoleBinding in every namespace it [`serves`]: those made
-/// by an earlier bindery, and kube-bind's, as they appear. Runs until
-/// dropped.
+/// by an earlier bindery, and kube-bind's, as they appear. Its own
+/// RoleBindings are followed too (one watch, by name), so that a namespace
+/// that has one costs the provider nothing when the namespaces are listed
+/// again (a new leader, a watch resumed): only a missing one is made. Runs
+/// until dropped.
 pub async fn follow(client: kube::Client, access: NamespaceAccess) {
-    let namespaces = Api::<Namespace>::all(client.clone());
-    let mut events = watcher(namespaces, watcher::Config::default())
+    let (bound, writer) = reflector::store::<RoleBinding>();
+    let own = watcher::Config::default().fields(&format!("metadata.name={BINDING_NAME}"));
+    let mut bindings = watcher(Api::<RoleBinding>::all(client.clone()), own)
+        .default_backoff()
+        .reflect(writer)
+        .boxed();
+    let mut namespaces = watcher(Api::<Namespace>::all(client.clone()), Default::default())
         .default_backoff()
         .applied_objects()
         .boxed();
-    while let Some(event) = events.next().await {
-        let namespace = match event {
-            Ok(namespace) => namespace,
-            Err(error) => {
-                tracing::warn!(%error, "watching namespaces for bindery's own access failed");
-                continue;
-            }
-        };
-        let terminating = namespace.metadata.deletion_timestamp.is_some();
-        if !serves(&namespace) || terminating {
-            continue;
+    let mut known = false;
+    loop {
+        tokio::select! {
+            Some(event) = bindings.next() => match event {
+                Ok(watcher::Event::InitDone) => known = true,
+                Ok(_) => {}
+                Err(error) => tracing::warn!(%error, "watching bindery's own RoleBindings failed"),
+            },
+            Some(event) = namespaces.next(), if known => match event {
+                Ok(namespace) => access.keep(&client, &bound, &namespace).await,
+                Err(error) => {
+                    tracing::warn!(%error, "watching namespaces for bindery's own access failed")
+                }
+            },
+            else => return,
         }
+    }
+}
+
+impl NamespaceAccess {
+    /// Binds the role to bindery in `namespace` when it [`serves`] it and
+    /// `bound` (bindery's RoleBindings) has none there.
+    async fn keep(&self, client: &kube::Client, bound: &Store<RoleBinding>, namespace: &Namespace) {
         let name = namespace.metadata.name.clone().unwrap_or_default();
-        if let Err(error) = access.grant(&client, &name).await {
+        let terminating = namespace.metadata.deletion_timestamp.is_some();
+        if !serves(namespace) || terminating {
+            return;
+        }
+        let held = bound
+            .get(&ObjectRef::new(BINDING_NAME).within(&name))
+            .is_some_and(|binding| binding.role_ref.name == self.role);
+        if held {
+            return;
+        }
+        if let Err(error) = self.grant(client, &name).await {
             tracing::warn!(%error, namespace = name, "binding bindery's own access failed");
         }
     }

@@ -11,12 +11,13 @@
 //! follows its source. It is deleted when the source is deleted, when the
 //! source stops matching, or when the claim is rejected. A consumer's own
 //! object of the same name is never overwritten. Triggered by provider
-//! Secrets; ConfigMaps and the app cluster's decisions are picked up by a
+//! Secrets (or, where bindery reads no Secrets cluster-wide, its namespace
+//! records); ConfigMaps and the app cluster's decisions are picked up by a
 //! short requeue.
 
 use super::{Context, claim_copies, runner};
 use crate::api::keys::OWNER_LABEL;
-use crate::api::{APIServiceExport, ClaimOwner, PermissionClaim};
+use crate::api::{APIServiceExport, APIServiceNamespace, ClaimOwner, PermissionClaim};
 use crate::app_binding::{BINDING_LABEL, MANAGED_BY};
 use crate::translate::claim_filter::{ClaimedObject, covers};
 use k8s_openapi::api::core::v1::Secret;
@@ -45,9 +46,22 @@ fn core_resource(plural: &str, kind: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", kind), plural)
 }
 
-/// Runs the controller until it is dropped.
+/// Runs the controller until it is dropped. A change of a provider Secret
+/// triggers its export where bindery may watch Secrets cluster-wide; where
+/// it holds them namespace by namespace (`namespace_access`), a change of
+/// the export's namespace records does, and the short requeue finds the
+/// Secrets' changes.
 pub async fn run(context: Arc<Context>) {
-    runner::run(context, "claims", WHAT, in_consumer_namespace, reconcile).await;
+    if context.namespace_access.is_some() {
+        runner::run(context, "claims", WHAT, same_cluster_namespace, reconcile).await;
+    } else {
+        runner::run(context, "claims", WHAT, in_consumer_namespace, reconcile).await;
+    }
+}
+
+/// A namespace record of the export's consumer.
+fn same_cluster_namespace(export: &APIServiceExport, record: &APIServiceNamespace) -> bool {
+    export.namespace() == record.namespace()
 }
 
 /// A Secret in one of the export's consumer's provider namespaces.

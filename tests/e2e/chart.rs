@@ -560,6 +560,41 @@ fn the_provider_side_reaches_secrets_only_where_bindery_serves() {
         .replace("\"t\"", "\"o\"");
     let output = as_bindery(&["-n", &marked, "create", "-f", "-"], Some(&plain_secret));
     assert!(output.status.success(), "an Opaque Secret: {output:?}");
+    // Never cluster-wide: `bind` on the role would let a ClusterRoleBinding
+    // through, which the policy refuses.
+    let cluster_wide = binding(&itself)
+        .replace("\"RoleBinding\"", "\"ClusterRoleBinding\"")
+        .replace(
+            "\"name\": \"data\"",
+            &format!("\"name\": \"{release}-data\""),
+        );
+    refused(
+        "binding the data role cluster-wide",
+        as_bindery(&["create", "-f", "-"], Some(&cluster_wide)),
+        "never cluster-wide",
+    );
+    // Where it may create only its continue-token key, that key alone.
+    let bootstrap = serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "bootstrap-token-abcdef"},
+        "type": "bootstrap.kubernetes.io/token",
+        "stringData": {"token-id": "abcdef", "token-secret": "0123456789abcdef",
+            "usage-bootstrap-authentication": "true"},
+    })
+    .to_string();
+    refused(
+        "a Secret beside the continue-token key",
+        as_bindery(&["-n", &namespace, "create", "-f", "-"], Some(&bootstrap)),
+        "bindery makes Secrets only in the namespaces it serves",
+    );
+    let key = serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "tokens"}, "data": {}})
+    .to_string();
+    let output = as_bindery(&["-n", &namespace, "create", "-f", "-"], Some(&key));
+    assert!(
+        output.status.success(),
+        "the continue-token key: {output:?}"
+    );
     let admin = binding(&itself).replace(&format!("\"{role}\""), "\"admin\"");
     refused(
         "binding a role bindery does not hold",

@@ -145,19 +145,28 @@ pub async fn grant(context: &Context, export: &APIServiceExport) -> kube::Result
         home_grant(context, export, &binding_name, &label).await?;
     }
     let claims = claim_rules(export);
+    // A namespace whose claims cannot be granted (one bindery may not
+    // serve) holds up neither the others nor the answer: the first such
+    // failure is returned once all have been tried.
+    let mut failed = None;
     for provider in &provider_namespaces {
         let binding = crate::provider_namespace::role_binding(&cluster_namespace, &export_name);
         Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(client.clone(), provider)
             .patch(&binding_name, &context.apply(), &Patch::Apply(binding))
             .await?;
-        if !claims.is_empty() {
-            claims_grant(context, export, provider, &claims, &label).await?;
+        if claims.is_empty() {
+            continue;
+        }
+        if let Err(error) = claims_grant(context, export, provider, &claims, &label).await {
+            tracing::warn!(%error, namespace = provider, export = export_name,
+                "granting an export's claims in a provider namespace failed");
+            failed.get_or_insert(error);
         }
     }
     if claims.is_empty() {
         revoke_claims(context, &export_name, &label).await?;
     }
-    Ok(())
+    failed.map_or(Ok(()), Err)
 }
 
 /// The name of an export's claims Role (and its RoleBinding) in each

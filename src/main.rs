@@ -641,12 +641,8 @@ fn controllers(args: ControllersArgs) -> anyhow::Result<()> {
         let role = args.lease.namespace_data_role.clone();
         let mut options = args.lease.options(&args.cluster_namespace_prefix);
         options.external_url = args.external_url;
-        if let Some(role) = role {
-            let access = bindery::namespace_access::NamespaceAccess::discover(&client, role)
-                .await
-                .context("asking the provider who bindery is (a SelfSubjectReview)")?;
-            options.namespace_access = Some(access);
-        }
+        options.namespace_access =
+            bindery::namespace_access::NamespaceAccess::of_flag(&client, role).await?;
         println!("bindery controllers: {}", options.lease.identity);
         tokio::select! {
             _ = bindery::controllers::run(client, options) => {}

@@ -107,6 +107,22 @@ impl NamespaceAccess {
         })
     }
 
+    /// [`discover`](Self::discover) when `--namespace-data-role` names a
+    /// role; `None` when it does not.
+    pub async fn of_flag(
+        client: &kube::Client,
+        role: Option<String>,
+    ) -> anyhow::Result<Option<Self>> {
+        use anyhow::Context as _;
+        let Some(role) = role else {
+            return Ok(None);
+        };
+        let access = Self::discover(client, role)
+            .await
+            .context("asking the provider who bindery is (a SelfSubjectReview)")?;
+        Ok(Some(access))
+    }
+
     /// Binds the role to bindery in `namespace`. Idempotent.
     pub async fn grant(&self, client: &kube::Client, namespace: &str) -> kube::Result<()> {
         Api::<RoleBinding>::namespaced(client.clone(), namespace)

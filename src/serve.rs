@@ -65,14 +65,11 @@ pub async fn run(options: Options) -> Result<()> {
         .apiserver_version()
         .await
         .context("asking the provider for its version")?;
-    let namespace_access = match options.namespace_data_role.clone() {
-        Some(role) => Some(
-            crate::namespace_access::NamespaceAccess::discover(&client, role)
-                .await
-                .context("asking the provider who bindery is (a SelfSubjectReview)")?,
-        ),
-        None => None,
-    };
+    let namespace_access = crate::namespace_access::NamespaceAccess::of_flag(
+        &client,
+        options.namespace_data_role.clone(),
+    )
+    .await?;
     let pki =
         crate::certs::ensure_bindery(&options.pki, &[], &[]).context("reading bindery's PKI")?;
     // Client certificates: bindery's consumer CA, plus the front-proxy CA

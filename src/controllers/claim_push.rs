@@ -141,11 +141,11 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
                                 picked,
                             )
                     });
-                    let object = serde_json::to_value(&source).unwrap_or_default();
-                    if covered
-                        && claim_copies::copyable(&object)
-                        && source.metadata.deletion_timestamp.is_none()
-                    {
+                    if covered && source.metadata.deletion_timestamp.is_none() {
+                        let object = serde_json::to_value(&source).unwrap_or_default();
+                        if !claim_copies::copyable(&object) {
+                            continue;
+                        }
                         wanted.push(copy_up(
                             &object,
                             kind,

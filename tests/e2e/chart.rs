@@ -62,7 +62,7 @@ fn template(namespace: &str, sets: &[&str]) -> String {
 }
 
 /// [`template`] of the release `release`.
-fn template_named(release: &str, namespace: &str, sets: &[&str]) -> String {
+pub(crate) fn template_named(release: &str, namespace: &str, sets: &[&str]) -> String {
     let chart = chart_dir();
     let mut args = vec![
         "template",

@@ -1,8 +1,11 @@
 //! kube-bind v0.8.2's own backend and konnector, built from their Go module
 //! by `hack/kube-bind`, beside bindery on one provider: a binding made the
 //! way kube-bind makes one keeps syncing once bindery (its controllers and
-//! its admission policy) is installed. The provider is this test's own,
-//! since kube-bind's backend acts on every kube-bind object of a provider.
+//! its admission policy) is installed. bindery runs with exactly the
+//! chart's provider role (its ServiceAccount's token), as operators deploy
+//! it, so the takeover and the move here hold without the provider's
+//! administrator. The provider is this test's own, since kube-bind's
+//! backend acts on every kube-bind object of a provider.
 
 use crate::bindery::bindery;
 use crate::fixture::{Cluster, own_app_cluster, own_provider_cluster, repo_root, scratch_dir};
@@ -136,21 +139,62 @@ fn install_crds(cluster: &Cluster, crds: &Path) {
     ]);
 }
 
-/// bindery's CRDs, and bindery with its controllers, on `provider`; `name`
-/// names its log, `flags` are more of `bindery serve`'s.
+/// bindery's CRDs, and bindery with its controllers, on `provider`, with
+/// exactly the access the chart gives it there ([`chart_access`]) and the
+/// chart's `--namespace-data-role`; `name` names its log, `flags` are more
+/// of `bindery serve`'s.
 fn install_bindery(provider: &Cluster, name: &str, flags: &[&str]) -> Running {
     install_crds(provider, &repo_root().join("deploy/crds"));
+    let kubeconfig = chart_access(provider, name);
     Running::start(
         name,
         Command::new(env!("CARGO_BIN_EXE_bindery"))
             .args(["serve", "--listen", "127.0.0.1:0"])
+            .arg(format!(
+                "--namespace-data-role={CHART_RELEASE}:namespace-data"
+            ))
             .args(flags)
             .arg("--provider-kubeconfig")
-            .arg(&provider.kubeconfig)
+            .arg(&kubeconfig)
             .arg("--pki")
             .arg(&bindery().pki)
             .env("RUST_LOG", "warn,bindery=info,kube_client=off"),
     )
+}
+
+/// The release (and namespace `<release>-system`) of the chart's provider
+/// side in these tests.
+const CHART_RELEASE: &str = "bindery";
+
+/// The chart's provider side (`rbac.providerOnly`) applied to `provider`,
+/// as an operator installs it, and a kubeconfig of its ServiceAccount's
+/// token: bindery beside kube-bind runs with exactly the chart's provider
+/// role, not as the provider's administrator.
+fn chart_access(provider: &Cluster, name: &str) -> PathBuf {
+    let namespace = format!("{CHART_RELEASE}-system");
+    apply(
+        provider,
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+    );
+    let rendered =
+        crate::chart::template_named(CHART_RELEASE, &namespace, &["rbac.providerOnly=true"]);
+    provider.kubectl_with_stdin(&["apply", "-f", "-"], Some(&rendered));
+    let token = provider.kubectl(&[
+        "-n",
+        &namespace,
+        "create",
+        "token",
+        CHART_RELEASE,
+        "--duration=2h",
+    ]);
+    let kubeconfig = scratch_dir().join(format!("kube-bind-live-{name}.kubeconfig"));
+    crate::pods::write_kubeconfig(
+        &kubeconfig,
+        &provider.server,
+        &provider.pki.ca(),
+        json!({"token": token.trim()}),
+    );
+    kubeconfig
 }
 
 /// The provider's server and CA, from its admin kubeconfig.

@@ -154,7 +154,7 @@ fn pods_report(app: &Cluster) -> String {
 
 /// A kubeconfig file: `server`, the CA at `ca`, and a token or the client
 /// certificate of `admin_of`.
-fn write_kubeconfig(path: &Path, server: &str, ca: &Path, user: serde_json::Value) {
+pub(crate) fn write_kubeconfig(path: &Path, server: &str, ca: &Path, user: serde_json::Value) {
     let ca = std::fs::read(ca).expect("the cluster's CA");
     let kubeconfig = serde_json::json!({
         "apiVersion": "v1", "kind": "Config", "current-context": "c",

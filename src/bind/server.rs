@@ -879,8 +879,12 @@ fn apply() -> PatchParams {
     PatchParams::apply(FIELD_MANAGER).force()
 }
 
+/// A provider request of bind's own that failed: a 500 whose error is
+/// logged, not sent, since its text can name provider objects the binder
+/// does not see.
 fn internal(error: kube::Error) -> ApiError {
-    ApiError::internal(error.to_string())
+    tracing::warn!(%error, "a provider request made for a bind failed");
+    ApiError::internal("a provider request failed; bindery's log has its error")
 }
 
 fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
@@ -893,4 +897,25 @@ fn json_reply(status: u16, value: &impl serde::Serialize) -> Response<BoxBody> {
         "application/json",
         serde_json::to_vec(value).expect("JSON serializes"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_provider_request_names_nothing_of_the_provider() {
+        let status = kube::core::Status::failure(
+            "namespaces \"kube-bind-other-team\" is forbidden",
+            "Forbidden",
+        )
+        .with_code(403);
+        let error = internal(kube::Error::Api(Box::new(status)));
+        assert_eq!(error.code, 500);
+        assert!(
+            !error.message.contains("kube-bind-other-team"),
+            "{}",
+            error.message
+        );
+    }
 }

@@ -69,9 +69,10 @@ impl Store<'_> {
         &self,
         request: http::Request<Bytes>,
     ) -> Result<http::Response<BoxBody>, Failure> {
-        self.upstream.send(request).await.map_err(|e| {
-            ApiError::unavailable(format!("{} cannot be reached: {e}", self.name)).into()
-        })
+        self.upstream
+            .send(request)
+            .await
+            .map_err(|e| unreachable(self.name, e).into())
     }
 
     /// Sends `request` and reads its whole answer.
@@ -229,7 +230,18 @@ pub async fn read_body(response: http::Response<BoxBody>, name: &str) -> Result<
         .collect()
         .await
         .map(|collected| collected.to_bytes())
-        .map_err(|e| ApiError::unavailable(format!("reading {name}'s answer: {e}")).into())
+        .map_err(|error| {
+            tracing::warn!(%error, upstream = name, "an answer broke off");
+            ApiError::unavailable(format!("{name}'s answer broke off")).into()
+        })
+}
+
+/// `name` could not be reached: kube-apiserver aggregator's 503. The
+/// transport's error is logged, not sent: its text names the upstream's
+/// address, which is not the caller's to see.
+pub fn unreachable(name: &str, error: impl std::fmt::Display) -> ApiError {
+    tracing::warn!(%error, upstream = name, "cannot be reached");
+    ApiError::unavailable(format!("{name} cannot be reached"))
 }
 
 #[cfg(test)]
@@ -278,7 +290,8 @@ mod tests {
         fn send(&self, _request: http::Request<Bytes>) -> Sent<'_> {
             let answer = self.0.clone();
             Box::pin(async move {
-                let (status, body, headers) = answer.ok_or("connection refused")?;
+                let (status, body, headers) =
+                    answer.ok_or("tcp connect error: 10.96.0.1:6443: connection refused")?;
                 let mut response = http::Response::new(
                     Full::new(Bytes::from(body))
                         .map_err(|never| match never {})
@@ -431,12 +444,9 @@ mod tests {
     async fn an_upstream_that_cannot_be_reached_is_a_503_naming_only_it() {
         let error = api_error(answered(Scripted(None), &get(vec![], Ok(()))).await);
         assert_eq!(error.code, 503);
-        assert!(
-            error
-                .message
-                .starts_with("the provider cannot be reached: "),
-            "{}",
-            error.message
+        assert_eq!(
+            error.message, "the provider cannot be reached",
+            "the transport's error (the upstream's address) is not the caller's"
         );
     }
 

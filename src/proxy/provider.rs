@@ -66,5 +66,5 @@ pub async fn read_through(
 /// The provider could not be reached: 503, as kube-apiserver's aggregator
 /// answers for a backend it cannot reach.
 pub fn unreachable(error: BoxError) -> ApiError {
-    ApiError::unavailable(format!("{PROVIDER} cannot be reached: {error}"))
+    crate::forward::store::unreachable(PROVIDER, error)
 }

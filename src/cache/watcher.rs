@@ -15,18 +15,18 @@ use bytes::Bytes;
 use futures::StreamExt;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
+use std::collections::VecDeque;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch as signal};
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 /// kube-apiserver's bookmark period.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
 /// A watch without `timeoutSeconds` ends after kube-apiserver's default
 /// minimum request timeout.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
-/// Lines written ahead of a slow client before its queue backs up.
-const BODY_BUFFER: usize = 64;
 
 /// What one watch selects and how it is written.
 pub struct Watcher {
@@ -106,58 +106,91 @@ impl Watcher {
 }
 
 /// The response body of one watch: `beginning`, then the changes in
-/// `queue`.
+/// `queue`. The body is the watch: hyper's stream polls it, and each change
+/// reaches the connection from the queue directly, with no task or buffer
+/// of its own between them (one wake per watcher and change, not two).
+/// A client that reads no more leaves its changes in `queue` until the
+/// cache drops it for being too slow; one that goes away drops the queue.
 pub fn stream(
     reflected: Arc<Reflected>,
     watcher: Watcher,
     beginning: Beginning,
-    mut queue: mpsc::Receiver<Arc<Change>>,
-    mut shutdown: signal::Receiver<bool>,
+    queue: mpsc::Receiver<Arc<Change>>,
+    shutdown: signal::Receiver<bool>,
 ) -> BoxBody {
-    let (tx, rx) = mpsc::channel::<Bytes>(BODY_BUFFER);
-    tokio::spawn(async move {
-        let deadline = Instant::now() + watcher.timeout.unwrap_or(DEFAULT_TIMEOUT);
-        for line in watcher.beginning(beginning) {
-            if tx.send(line).await.is_err() {
-                return;
-            }
-        }
-        let mut next_bookmark = next_bookmark_time(Instant::now(), deadline);
-        loop {
-            tokio::select! {
-                _ = stopping(&mut shutdown) => return,
-                _ = tx.closed() => return,
-                _ = tokio::time::sleep_until(deadline) => return,
-                change = queue.recv() => {
-                    // None: dropped for being too slow; the stream ends and
-                    // the client resumes from the last version it saw.
-                    let Some(change) = change else { return };
-                    if let Some(line) = watcher.line(&change)
-                        && tx.send(line).await.is_err()
-                    {
-                        return;
-                    }
-                }
-                _ = sleep_until_some(next_bookmark), if watcher.bookmarks => {
-                    let (waiting, version) = reflected.settle(&mut queue);
-                    for line in waiting.iter().filter_map(|c| watcher.line(c)) {
-                        if tx.send(line).await.is_err() {
-                            return;
-                        }
-                    }
-                    if tx.send(watcher.bookmark(version, false)).await.is_err() {
-                        return;
-                    }
-                    next_bookmark = next_bookmark_time(Instant::now(), deadline);
-                }
-            }
-        }
-    });
-    let lines = futures::stream::unfold(rx, |mut rx| async move {
-        let line = rx.recv().await?;
-        Some((Ok::<_, BoxError>(Frame::data(line)), rx))
+    let deadline = Instant::now() + watcher.timeout.unwrap_or(DEFAULT_TIMEOUT);
+    let next_bookmark = next_bookmark_time(Instant::now(), deadline);
+    let watch = Watch {
+        reflected,
+        watcher,
+        beginning: Some(beginning),
+        pending: VecDeque::new(),
+        queue,
+        shutdown,
+        deadline,
+        timeout: Box::pin(tokio::time::sleep_until(deadline)),
+        next_bookmark,
+        bookmark: Box::pin(tokio::time::sleep_until(next_bookmark.unwrap_or(deadline))),
+    };
+    let lines = futures::stream::unfold(watch, |mut watch| async move {
+        let line = watch.next_line().await?;
+        Some((Ok::<_, BoxError>(Frame::data(line)), watch))
     });
     StreamBody::new(lines.boxed()).boxed_unsync()
+}
+
+/// A watch being written: what it selects, the lines due before the next
+/// change, and when it ends.
+struct Watch {
+    reflected: Arc<Reflected>,
+    watcher: Watcher,
+    /// Written out on the first poll.
+    beginning: Option<Beginning>,
+    pending: VecDeque<Bytes>,
+    queue: mpsc::Receiver<Arc<Change>>,
+    shutdown: signal::Receiver<bool>,
+    deadline: Instant,
+    timeout: Pin<Box<Sleep>>,
+    next_bookmark: Option<Instant>,
+    /// Set to `next_bookmark` (to the deadline, unarmed, when there is none).
+    bookmark: Pin<Box<Sleep>>,
+}
+
+impl Watch {
+    /// The next line of the body; `None` when the watch ends: at its
+    /// timeout, when bindery shuts down, or when its queue was dropped for
+    /// being too slow (the client resumes from the last version it saw).
+    async fn next_line(&mut self) -> Option<Bytes> {
+        if let Some(beginning) = self.beginning.take() {
+            self.pending.extend(self.watcher.beginning(beginning));
+        }
+        loop {
+            if let Some(line) = self.pending.pop_front() {
+                return Some(line);
+            }
+            let bookmarks = self.watcher.bookmarks && self.next_bookmark.is_some();
+            tokio::select! {
+                _ = stopping(&mut self.shutdown) => return None,
+                _ = &mut self.timeout => return None,
+                change = self.queue.recv() => {
+                    let change = change?;
+                    if let Some(line) = self.watcher.line(&change) {
+                        return Some(line);
+                    }
+                }
+                _ = &mut self.bookmark, if bookmarks => {
+                    let (waiting, version) = self.reflected.settle(&mut self.queue);
+                    let watcher = &self.watcher;
+                    self.pending.extend(waiting.iter().filter_map(|c| watcher.line(c)));
+                    self.pending.push_back(watcher.bookmark(version, false));
+                    self.next_bookmark = next_bookmark_time(Instant::now(), self.deadline);
+                    if let Some(due) = self.next_bookmark {
+                        self.bookmark.as_mut().reset(due);
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// When the next bookmark is due, as kube-apiserver schedules them: every
@@ -171,13 +204,6 @@ fn next_bookmark_time(now: Instant, deadline: Instant) -> Option<Instant> {
 /// Resolves when bindery shuts down.
 async fn stopping(shutdown: &mut signal::Receiver<bool>) {
     let _ = shutdown.wait_for(|stop| *stop).await;
-}
-
-async fn sleep_until_some(when: Option<Instant>) {
-    match when {
-        Some(when) => tokio::time::sleep_until(when).await,
-        None => std::future::pending().await,
-    }
 }
 
 #[cfg(test)]

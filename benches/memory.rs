@@ -490,10 +490,10 @@ async fn new_replica(pki: &std::path::Path, consumers: usize) {
     }
     let ready_in = started.elapsed();
     let lists = provider_lists() - lists_before;
-    let (rss, _) = replica.memory();
+    let (rss, peak) = replica.memory();
     println!(
         "memory: a new replica with {consumers} consumers is ready in {ready_in:.1?} \
-         (RSS {rss} KiB), having made {lists} LISTs on the provider"
+         (RSS {rss} KiB, {peak} KiB at its peak), having made {lists} LISTs on the provider"
     );
 }
 

@@ -109,14 +109,33 @@ impl Kind {
         }
     }
 
-    /// Replaces every record of this kind with those of a fresh list.
-    fn replace(self, catalog: &mut Catalog, objects: &[DynamicObject]) {
+    /// Adds the record of `object`, one of a (re)list's, to `listing`.
+    fn list(self, listing: &mut Listing, object: &DynamicObject) {
         match self {
-            Kind::Export => catalog.set_exports(objects.iter().filter_map(export_record)),
-            Kind::Schema => catalog.set_schemas(objects.iter().filter_map(schema_record)),
-            Kind::Namespace => catalog.set_namespaces(objects.iter().filter_map(namespace_record)),
+            Kind::Export => listing.exports.extend(export_record(object)),
+            Kind::Schema => listing.schemas.extend(schema_record(object)),
+            Kind::Namespace => listing.namespaces.extend(namespace_record(object)),
         }
     }
+
+    /// Replaces every record of this kind with those of a finished list.
+    fn replace(self, catalog: &mut Catalog, listing: Listing) {
+        match self {
+            Kind::Export => catalog.set_exports(listing.exports),
+            Kind::Schema => catalog.set_schemas(listing.schemas),
+            Kind::Namespace => catalog.set_namespaces(listing.namespaces),
+        }
+    }
+}
+
+/// The records of a (re)list in progress, made as its objects arrive: the
+/// objects themselves are not kept until it ends (a BoundSchema holds a
+/// whole schema; a new replica lists every consumer's at once).
+#[derive(Default)]
+struct Listing {
+    exports: Vec<ExportRecord>,
+    schemas: Vec<SchemaRecord>,
+    namespaces: Vec<NamespaceRecord>,
 }
 
 /// Starts the watches; the returned catalog fills as they list.
@@ -134,7 +153,7 @@ pub fn start(client: kube::Client, prefix: &str) -> SharedCatalog {
         let events = watcher(api, watcher::Config::default()).default_backoff();
         tokio::spawn(async move {
             futures::pin_mut!(events);
-            let mut listing: Vec<DynamicObject> = Vec::new();
+            let mut listing = Listing::default();
             let mut first_list = true;
             while let Some(event) = events.next().await {
                 let event = match event {
@@ -146,11 +165,10 @@ pub fn start(client: kube::Client, prefix: &str) -> SharedCatalog {
                 };
                 let write = || catalog.write().unwrap_or_else(|e| e.into_inner());
                 match event {
-                    watcher::Event::Init => listing.clear(),
-                    watcher::Event::InitApply(object) => listing.push(object),
+                    watcher::Event::Init => listing = Listing::default(),
+                    watcher::Event::InitApply(object) => kind.list(&mut listing, &object),
                     watcher::Event::InitDone => {
-                        kind.replace(&mut write(), &listing);
-                        listing = Vec::new();
+                        kind.replace(&mut write(), std::mem::take(&mut listing));
                         if std::mem::take(&mut first_list)
                             && listed.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
                                 == kinds.len()

@@ -73,8 +73,7 @@ pub const APP_CLUSTER: &str = "the app cluster";
 /// controller as 503 without the app cluster's words (they name its users
 /// and namespaces, which a claim does not show): those are logged.
 pub fn app_cluster_unreachable(error: kube::Error) -> ApiError {
-    tracing::warn!(%error, "reading the app cluster for a claim failed");
-    ApiError::unavailable(format!("{APP_CLUSTER} cannot be reached"))
+    crate::forward::store::unreachable(APP_CLUSTER, error)
 }
 
 /// One write on a claimed resource, read.

@@ -1,8 +1,9 @@
 //! bindery's own reach to Secrets and ConfigMaps in the provider, namespace
 //! by namespace: with `--namespace-data-role`, a RoleBinding of that
 //! ClusterRole (the chart's `<release>:namespace-data`) to bindery itself
-//! in each namespace it serves, so that its provider role holds no Secrets
-//! cluster-wide. Which namespaces those are is decided here ([`serves`]):
+//! in each namespace it serves, and in no other, so that its provider role
+//! holds no Secrets cluster-wide. Which namespaces those are is decided
+//! here ([`serves`]):
 //! the cluster and provider namespaces bindery makes (marked at creation)
 //! and the ones kube-bind's backend made (marked by their annotations); the
 //! chart's admission policy holds bindery to the same marks.
@@ -16,10 +17,11 @@ use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::RoleBinding;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// The name of bindery's own RoleBinding in each namespace it serves.
@@ -159,12 +161,13 @@ impl NamespaceAccess {
     }
 }
 
-/// Keeps bindery's RoleBinding in every namespace it [`serves`]: those made
-/// by an earlier bindery, and kube-bind's, as they appear. Its own
-/// RoleBindings are followed too (one watch, by name), so that a namespace
-/// that has one costs the provider nothing when the namespaces are listed
-/// again (a new leader, a watch resumed): only a missing one is made. Runs
-/// until dropped.
+/// Keeps bindery's RoleBinding in exactly the namespaces it [`serves`]:
+/// made in those made by an earlier bindery and kube-bind's as they
+/// appear, made again when deleted, and taken away from a namespace that
+/// loses its marks. Its own RoleBindings are followed too (one watch, by
+/// name), so that a namespace that has one costs the provider nothing when
+/// the namespaces are listed again (a new leader, a watch resumed): only a
+/// missing one is made. Runs until dropped.
 pub async fn follow(client: kube::Client, access: NamespaceAccess) {
     let (bound, writer) = reflector::store::<RoleBinding>();
     let own = watcher::Config::default().fields(&format!("metadata.name={BINDING_NAME}"));
@@ -174,18 +177,38 @@ pub async fn follow(client: kube::Client, access: NamespaceAccess) {
         .boxed();
     let mut namespaces = watcher(Api::<Namespace>::all(client.clone()), Default::default())
         .default_backoff()
-        .applied_objects()
         .boxed();
+    let mut served = Served::default();
     let mut known = false;
     loop {
         tokio::select! {
             Some(event) = bindings.next() => match event {
-                Ok(watcher::Event::InitDone) => known = true,
+                Ok(watcher::Event::InitDone) => {
+                    known = true;
+                    // Listed again: any deleted while unwatched is made.
+                    for namespace in served.now.clone() {
+                        access.hold(&client, &bound, &namespace).await;
+                    }
+                }
+                Ok(watcher::Event::Delete(binding)) => {
+                    let namespace = binding.metadata.namespace.unwrap_or_default();
+                    if served.now.contains(&namespace) {
+                        access.hold(&client, &bound, &namespace).await;
+                    }
+                }
                 Ok(_) => {}
                 Err(error) => tracing::warn!(%error, "watching bindery's own RoleBindings failed"),
             },
             Some(event) = namespaces.next(), if known => match event {
-                Ok(namespace) => access.keep(&client, &bound, &namespace).await,
+                Ok(event) => {
+                    for (name, reach) in served.apply(event) {
+                        match reach {
+                            Reach::Hold => access.hold(&client, &bound, &name).await,
+                            Reach::Drop => access.release(&client, &bound, &name).await,
+                            Reach::Leave => {}
+                        }
+                    }
+                }
                 Err(error) => {
                     tracing::warn!(%error, "watching namespaces for bindery's own access failed")
                 }
@@ -195,23 +218,116 @@ pub async fn follow(client: kube::Client, access: NamespaceAccess) {
     }
 }
 
+/// What bindery's RoleBinding in one namespace should become.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// There: the namespace is served.
+    Hold,
+    /// Gone: the namespace is not (or no longer) marked.
+    Drop,
+    /// As it is: the namespace is going, and takes it along.
+    Leave,
+}
+
+/// What bindery's RoleBinding in `namespace` should become. Pure.
+pub fn reach(namespace: &Namespace) -> Reach {
+    if namespace.metadata.deletion_timestamp.is_some() {
+        Reach::Leave
+    } else if serves(namespace) {
+        Reach::Hold
+    } else {
+        Reach::Drop
+    }
+}
+
+/// The namespaces bindery serves now, as the namespace watch tells them;
+/// a (re)list replaces them when it ends. Pure.
+#[derive(Debug, Default)]
+struct Served {
+    now: BTreeSet<String>,
+    listing: Option<BTreeSet<String>>,
+}
+
+impl Served {
+    /// Takes in one event of the namespace watch, and says what each
+    /// namespace it names should have.
+    fn apply(&mut self, event: watcher::Event<Namespace>) -> Vec<(String, Reach)> {
+        match event {
+            watcher::Event::Init => {
+                self.listing = Some(BTreeSet::new());
+                Vec::new()
+            }
+            watcher::Event::InitDone => {
+                if let Some(listed) = self.listing.take() {
+                    self.now = listed;
+                }
+                Vec::new()
+            }
+            watcher::Event::InitApply(namespace) => {
+                let (name, reach) = (namespace.metadata.name.clone(), reach(&namespace));
+                let name = name.unwrap_or_default();
+                if reach == Reach::Hold {
+                    self.listing.get_or_insert_default().insert(name.clone());
+                }
+                vec![(name, reach)]
+            }
+            watcher::Event::Apply(namespace) => {
+                let (name, reach) = (namespace.metadata.name.clone(), reach(&namespace));
+                let name = name.unwrap_or_default();
+                if reach == Reach::Hold {
+                    self.now.insert(name.clone());
+                } else {
+                    self.now.remove(&name);
+                }
+                vec![(name, reach)]
+            }
+            watcher::Event::Delete(namespace) => {
+                self.now
+                    .remove(&namespace.metadata.name.unwrap_or_default());
+                Vec::new()
+            }
+        }
+    }
+}
+
 impl NamespaceAccess {
-    /// Binds the role to bindery in `namespace` when it [`serves`] it and
-    /// `bound` (bindery's RoleBindings) has none there.
-    async fn keep(&self, client: &kube::Client, bound: &Store<RoleBinding>, namespace: &Namespace) {
-        let name = namespace.metadata.name.clone().unwrap_or_default();
-        let terminating = namespace.metadata.deletion_timestamp.is_some();
-        if !serves(namespace) || terminating {
+    /// Whether `bound` (bindery's RoleBindings) has bindery's binding of
+    /// its role in `namespace`.
+    fn held(&self, bound: &Store<RoleBinding>, namespace: &str) -> bool {
+        bound
+            .get(&ObjectRef::new(BINDING_NAME).within(namespace))
+            .is_some_and(|binding| binding.role_ref.name == self.role)
+    }
+
+    /// Binds the role to bindery in `namespace` unless `bound` has it there.
+    async fn hold(&self, client: &kube::Client, bound: &Store<RoleBinding>, namespace: &str) {
+        if self.held(bound, namespace) {
             return;
         }
-        let held = bound
-            .get(&ObjectRef::new(BINDING_NAME).within(&name))
-            .is_some_and(|binding| binding.role_ref.name == self.role);
-        if held {
+        if let Err(error) = self.grant(client, namespace).await {
+            tracing::warn!(%error, namespace, "binding bindery's own access failed");
+        }
+    }
+
+    /// Deletes bindery's binding of the role in `namespace`, when `bound`
+    /// has it there.
+    async fn release(&self, client: &kube::Client, bound: &Store<RoleBinding>, namespace: &str) {
+        if !self.held(bound, namespace) {
             return;
         }
-        if let Err(error) = self.grant(client, &name).await {
-            tracing::warn!(%error, namespace = name, "binding bindery's own access failed");
+        let bindings = Api::<RoleBinding>::namespaced(client.clone(), namespace);
+        match bindings
+            .delete(BINDING_NAME, &DeleteParams::default())
+            .await
+        {
+            Ok(_) => tracing::info!(
+                namespace,
+                "bindery's own access taken from a namespace no longer marked"
+            ),
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => {
+                tracing::warn!(%error, namespace, "taking bindery's own access away failed")
+            }
         }
     }
 }
@@ -247,6 +363,71 @@ mod tests {
         )));
         assert!(!serves(&namespace(&[("team", "a")], &[("note", "b")])));
         assert!(!serves(&Namespace::default()));
+    }
+
+    fn named(name: &str, labels: &[(&str, &str)]) -> Namespace {
+        let mut made = namespace(labels, &[]);
+        made.metadata.name = Some(name.into());
+        made
+    }
+
+    #[test]
+    fn a_namespace_keeps_bindery_s_access_while_marked_and_loses_it_unmarked() {
+        let marked = named("a", &[(CONSUMER_LABEL, "c1")]);
+        assert_eq!(reach(&marked), Reach::Hold);
+        assert_eq!(reach(&named("a", &[])), Reach::Drop);
+        let mut going = marked.clone();
+        going.metadata.deletion_timestamp =
+            serde_json::from_value(json!("2026-11-30T00:00:00Z")).ok();
+        assert!(going.metadata.deletion_timestamp.is_some());
+        assert_eq!(reach(&going), Reach::Leave, "the namespace takes it along");
+    }
+
+    #[test]
+    fn the_served_namespaces_follow_the_watch_and_a_relist_replaces_them() {
+        let mut served = Served::default();
+        assert_eq!(
+            served.apply(watcher::Event::Apply(named("a", &[(CONSUMER_LABEL, "c1")]))),
+            vec![("a".to_string(), Reach::Hold)]
+        );
+        served.apply(watcher::Event::Apply(named("b", &[(CONSUMER_LABEL, "c2")])));
+        assert_eq!(served.now, BTreeSet::from(["a".into(), "b".into()]));
+        assert_eq!(
+            served.apply(watcher::Event::Apply(named("a", &[]))),
+            vec![("a".to_string(), Reach::Drop)],
+            "its mark removed"
+        );
+        assert_eq!(served.now, BTreeSet::from(["b".into()]));
+        served.apply(watcher::Event::Delete(named(
+            "b",
+            &[(CONSUMER_LABEL, "c2")],
+        )));
+        assert!(served.now.is_empty());
+
+        // Listed again: what was served before counts until the list ends.
+        served.apply(watcher::Event::Apply(named(
+            "old",
+            &[(CONSUMER_LABEL, "c3")],
+        )));
+        served.apply(watcher::Event::Init);
+        assert_eq!(
+            served.apply(watcher::Event::InitApply(named(
+                "c",
+                &[(CONSUMER_LABEL, "c4")]
+            ))),
+            vec![("c".to_string(), Reach::Hold)]
+        );
+        assert_eq!(
+            served.apply(watcher::Event::InitApply(named("d", &[]))),
+            vec![("d".to_string(), Reach::Drop)]
+        );
+        assert_eq!(served.now, BTreeSet::from(["old".into()]));
+        served.apply(watcher::Event::InitDone);
+        assert_eq!(
+            served.now,
+            BTreeSet::from(["c".into()]),
+            "gone while unwatched: old"
+        );
     }
 
     #[test]

@@ -84,7 +84,9 @@ impl Accepted<'_> {
 /// Makes the copies on `client` exactly `wanted`: deletes each of
 /// `existing` (the copies there now) that is not wanted, and applies each
 /// wanted one as `field_manager`, unless an object of its name there is not
-/// `overwritable` (the cluster's own).
+/// `overwritable` (the cluster's own). A copy the cluster refuses holds up
+/// none of the others: each is tried, and the first error is returned
+/// once all were.
 pub async fn mirror(
     client: &kube::Client,
     resource: &ApiResource,
@@ -103,6 +105,7 @@ pub async fn mirror(
             )
         })
         .collect();
+    let mut failed = FirstError::default();
     for copy in existing {
         let namespace = copy.namespace().unwrap_or_default();
         if !wanted_keys.contains(&key(&namespace, &copy.name_any())) {
@@ -111,7 +114,7 @@ pub async fn mirror(
             match api.delete(&copy.name_any(), &DeleteParams::default()).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(error) => return Err(error),
+                Err(error) => failed.keep(error),
             }
         }
     }
@@ -125,7 +128,10 @@ pub async fn mirror(
                     "an object of a claimed copy's name is not a copy; not overwritten");
                 continue;
             }
-            Err(error) => return Err(error),
+            Err(error) => {
+                failed.keep(error);
+                continue;
+            }
             _ => {}
         }
         match api
@@ -140,10 +146,31 @@ pub async fn mirror(
             // A namespace the cluster does not have (any more): nothing to
             // copy into.
             Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(error) => return Err(error),
+            Err(error) => failed.keep(error),
         }
     }
-    Ok(())
+    failed.into_result()
+}
+
+/// The first of the errors of steps that go on past each other's (so that
+/// one object or namespace a cluster refuses holds up none of the rest);
+/// the later ones are logged.
+#[derive(Debug, Default)]
+pub struct FirstError(Option<kube::Error>);
+
+impl FirstError {
+    /// Keeps `error` if it is the first.
+    pub fn keep(&mut self, error: kube::Error) {
+        match &self.0 {
+            None => self.0 = Some(error),
+            Some(_) => tracing::warn!(%error, "another step of copying claimed objects failed"),
+        }
+    }
+
+    /// `Err` with the first error kept, if any.
+    pub fn into_result(self) -> kube::Result<()> {
+        self.0.map_or(Ok(()), Err)
+    }
 }
 
 /// Whether `source` may be copied at all: not a ServiceAccount token

@@ -100,6 +100,9 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
         return Ok(Action::requeue(RESYNC));
     };
     let consumer = context.consumer_of(&cluster_namespace);
+    // One kind's copies, or one namespace's, held up by an error hold up
+    // none of the others.
+    let mut failed = claim_copies::FirstError::default();
     for (plural, kind) in KINDS {
         let claims: Vec<&PermissionClaim> = copies
             .claims
@@ -110,6 +113,9 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
         let resource =
             ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", kind), plural);
         let mut wanted = Vec::new();
+        // Provider namespaces whose sources could not be listed: their
+        // copies are left as they are.
+        let mut unlisted = Vec::new();
         if !claims.is_empty() {
             let picked = copies.picks(&context, &export, &claims).await?;
             for record in &copies.records {
@@ -125,7 +131,11 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
                     Ok(list) => list.items,
                     // A namespace the app cluster no longer has.
                     Err(kube::Error::Api(s)) if s.code == 404 => Vec::new(),
-                    Err(error) => return Err(error),
+                    Err(error) => {
+                        failed.keep(error);
+                        unlisted.push(provider_namespace);
+                        continue;
+                    }
                 };
                 for source in listed {
                     let covered = claims.iter().zip(&picked).any(|(claim, picked)| {
@@ -163,8 +173,9 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
             .records
             .iter()
             .filter_map(|record| record.status.as_ref().and_then(|s| s.namespace.clone()))
+            .filter(|namespace| !unlisted.contains(namespace))
             .collect();
-        sync(
+        let synced = sync(
             &context.client,
             &resource,
             &namespaces,
@@ -172,14 +183,19 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
             &name,
             &wanted,
         )
-        .await?;
+        .await;
+        if let Err(error) = synced {
+            failed.keep(error);
+        }
     }
+    failed.into_result()?;
     Ok(Action::requeue(RESYNC))
 }
 
 /// Makes the provider's copies of `export`'s consumer objects exactly
 /// `wanted`, looking for them in the consumer's provider `namespaces` (bindery
-/// reads no Secrets cluster-wide).
+/// reads no Secrets cluster-wide). A namespace whose copies cannot be
+/// listed holds up none of the others; none of its copies is deleted.
 async fn sync(
     provider: &kube::Client,
     resource: &ApiResource,
@@ -191,16 +207,20 @@ async fn sync(
     let pushed =
         ListParams::default().labels(&format!("{PUSHED_LABEL},{CONSUMER_LABEL}={consumer}"));
     let mut existing: Vec<DynamicObject> = Vec::new();
+    let mut failed = claim_copies::FirstError::default();
     for namespace in namespaces {
         let api = Api::<DynamicObject>::namespaced_with(provider.clone(), namespace, resource);
-        existing.extend(api.list(&pushed).await?.items.into_iter().filter(|c| {
-            c.annotations()
-                .get(PUSHED_FOR_ANNOTATION)
-                .map(String::as_str)
-                == Some(export)
-        }));
+        match api.list(&pushed).await {
+            Ok(listed) => existing.extend(listed.items.into_iter().filter(|c| {
+                c.annotations()
+                    .get(PUSHED_FOR_ANNOTATION)
+                    .map(String::as_str)
+                    == Some(export)
+            })),
+            Err(error) => failed.keep(error),
+        }
     }
-    claim_copies::mirror(
+    let mirrored = claim_copies::mirror(
         provider,
         resource,
         &existing,
@@ -208,7 +228,11 @@ async fn sync(
         overwritable,
         FIELD_MANAGER,
     )
-    .await
+    .await;
+    if let Err(error) = mirrored {
+        failed.keep(error);
+    }
+    failed.into_result()
 }
 
 /// Whether a provider object of a copy's name may be overwritten: a copy,

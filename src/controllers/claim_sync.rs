@@ -26,6 +26,7 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::core::GroupVersionKind;
 use kube::runtime::controller::Action;
 use serde_json::Value;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -94,6 +95,9 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
         // No app cluster to write to (yet): nothing can be copied or removed.
         return Ok(Action::requeue(RESYNC));
     };
+    // One kind's copies, or one namespace's, held up by an error hold up
+    // none of the others.
+    let mut failed = claim_copies::FirstError::default();
     for (plural, kind) in COPIED {
         // A kind the export never claimed has no copies, and bindery no
         // access to it in the app cluster.
@@ -108,6 +112,9 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
             .collect();
         let resource = core_resource(plural, kind);
         let mut wanted = Vec::new();
+        // Consumer namespaces whose sources could not be listed: their
+        // copies are left as they are, and the others still follow.
+        let mut unlisted = BTreeSet::new();
         if !claims.is_empty() {
             let picked = copies.picks(&context, &export, &claims).await?;
             for record in &copies.records {
@@ -119,7 +126,15 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
                 let consumer_namespace = record.name_any();
                 let sources: Api<DynamicObject> =
                     Api::namespaced_with(context.client.clone(), &provider_namespace, &resource);
-                for source in sources.list(&ListParams::default()).await? {
+                let listed = match sources.list(&ListParams::default()).await {
+                    Ok(listed) => listed,
+                    Err(error) => {
+                        failed.keep(error);
+                        unlisted.insert(consumer_namespace);
+                        continue;
+                    }
+                };
+                for source in listed {
                     let object = serde_json::to_value(&source).unwrap_or_default();
                     let covered = claims.iter().zip(&picked).any(|(claim, picked)| {
                         pulled_down(claim, source.labels())
@@ -143,8 +158,11 @@ async fn reconcile(export: Arc<APIServiceExport>, context: Arc<Context>) -> kube
                 }
             }
         }
-        sync_copies(&copies.app, &resource, &name, &wanted).await?;
+        if let Err(error) = sync_copies(&copies.app, &resource, &name, &wanted, &unlisted).await {
+            failed.keep(error);
+        }
     }
+    failed.into_result()?;
     Ok(Action::requeue(RESYNC))
 }
 
@@ -179,20 +197,27 @@ fn provider_claims_of(export: &APIServiceExport, plural: &str) -> bool {
 }
 
 /// Makes the app cluster's copies of `export` exactly `wanted`: applies each
-/// (unless a same-named object there is not a copy) and deletes the rest.
+/// (unless a same-named object there is not a copy) and deletes the rest,
+/// but none in the `unlisted` namespaces (whose sources are not known).
 async fn sync_copies(
     app: &kube::Client,
     resource: &ApiResource,
     export: &str,
     wanted: &[Value],
+    unlisted: &BTreeSet<String>,
 ) -> kube::Result<()> {
     let existing = Api::<DynamicObject>::all_with(app.clone(), resource)
         .list(&ListParams::default().labels(&copy_selector(export)))
         .await?;
+    let existing: Vec<DynamicObject> = existing
+        .items
+        .into_iter()
+        .filter(|copy| !unlisted.contains(&copy.namespace().unwrap_or_default()))
+        .collect();
     claim_copies::mirror(
         app,
         resource,
-        &existing.items,
+        &existing,
         wanted,
         overwritable,
         FIELD_MANAGER,

@@ -4,8 +4,9 @@
 //! consumer's provider namespace appears in the app namespace and follows
 //! its source. It goes when the source stops matching, comes back when it
 //! matches again, and goes when the claim is rejected or the source deleted.
-//! An uncovered Secret never appears, and a consumer's own Secret of the
-//! same name is never overwritten.
+//! An uncovered Secret never appears, a consumer's own Secret of the same
+//! name is never overwritten, and a copy the app cluster refuses (its own
+//! admission policy) holds up none of the others.
 //!
 //! Consumer-owned claimed objects (ConfigMaps labelled `share=yes`) are read
 //! by a provider controller through the consumer's workspace path: lists,
@@ -238,6 +239,22 @@ fn provider_owned_claimed_secrets_follow_their_source_into_the_app_cluster() {
         "a ServiceAccount token Secret was copied into the app cluster: {seen:?}"
     );
 
+    // A copy the app cluster refuses (here by an admission policy of its
+    // own) holds up none of the others: listed before them, it is skipped
+    // and they are still made and followed.
+    let refused = unique_name("a-refused");
+    let _policy = RefusedSecret::install(&refused);
+    secret(&refused, "never", Some("postgresql"));
+    secret(&credentials, "refused-beside", Some("postgresql"));
+    wait_for_copy(
+        &credentials,
+        Some("refused-beside"),
+        "a copy listed after one the app cluster refuses",
+    );
+    assert_eq!(app_password(&refused), None, "the app cluster refused it");
+    provider.kubectl(&["-n", &source_namespace, "delete", "secret", &refused]);
+    drop(_policy);
+
     secret(&credentials, "second", Some("something-else"));
     wait_for_copy(&credentials, None, "a source that stops matching");
     secret(&credentials, "third", Some("postgresql"));
@@ -284,6 +301,74 @@ fn provider_owned_claimed_secrets_follow_their_source_into_the_app_cluster() {
     assert_eq!(app_password(&credentials), None, "unbind removed the copy");
     assert_eq!(app_password(&own).as_deref(), Some("mine"));
     app.kubectl(&["-n", "default", "delete", "secret", &own]);
+}
+
+/// An admission policy of the app cluster's own that refuses a Secret of
+/// one name, in force from `install` until dropped.
+struct RefusedSecret(String);
+
+impl RefusedSecret {
+    fn install(name: &str) -> Self {
+        let app = &clusters().app;
+        let policy = serde_json::json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": [{"apiGroups": [""],
+                    "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                    "resources": ["secrets"]}]},
+                "validations": [{"expression": format!("object.metadata.name != '{name}'"),
+                    "message": "refused by the test's policy"}],
+            },
+        });
+        let binding = serde_json::json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {"policyName": name, "validationActions": ["Deny"]},
+        });
+        for object in [policy, binding] {
+            app.kubectl_with_stdin(&["apply", "-f", "-"], Some(&object.to_string()));
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let tried = app.kubectl_output(
+                &[
+                    "-n",
+                    "default",
+                    "create",
+                    "secret",
+                    "generic",
+                    name,
+                    "--dry-run=server",
+                ],
+                None,
+            );
+            if !tried.status.success() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the app cluster's policy refusing {name} never took effect"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Self(name.to_string())
+    }
+}
+
+impl Drop for RefusedSecret {
+    fn drop(&mut self) {
+        let app = &clusters().app;
+        for kind in [
+            "validatingadmissionpolicybinding",
+            "validatingadmissionpolicy",
+        ] {
+            app.kubectl(&["delete", kind, &self.0, "--ignore-not-found"]);
+        }
+    }
 }
 
 /// kube-bind's claims carry no `owner`: the direction is each object's, by

@@ -143,7 +143,7 @@ fn install_crds(cluster: &Cluster, crds: &Path) {
 /// exactly the access the chart gives it there ([`chart_access`]) and the
 /// chart's `--namespace-data-role`; `name` names its log, `flags` are more
 /// of `bindery serve`'s.
-fn install_bindery(provider: &Cluster, name: &str, flags: &[&str]) -> Running {
+pub(crate) fn install_bindery(provider: &Cluster, name: &str, flags: &[&str]) -> Running {
     install_crds(provider, &repo_root().join("deploy/crds"));
     let kubeconfig = chart_access(provider, name);
     Running::start(

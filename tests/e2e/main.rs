@@ -35,6 +35,7 @@ mod layout;
 mod leader;
 mod lifecycle;
 mod migrate;
+mod namespace_access;
 mod operations;
 mod owners;
 mod pods;

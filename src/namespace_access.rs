@@ -139,7 +139,9 @@ impl NamespaceAccess {
 
     /// [`grant`](Self::grant), then waits (up to 5 s) until the provider
     /// lets bindery write Secrets in `namespace`: for a namespace just made,
-    /// whose Secrets bindery writes next.
+    /// whose Secrets bindery writes next. A grant not in force by then is a
+    /// 403 naming the namespace, so that the caller tries again later
+    /// rather than writing into a refusal.
     pub async fn grant_in_force(&self, client: &kube::Client, namespace: &str) -> kube::Result<()> {
         self.grant(client, namespace).await?;
         let review: SelfSubjectAccessReview = serde_json::from_value(json!({
@@ -152,9 +154,22 @@ impl NamespaceAccess {
         let deadline = tokio::time::Instant::now() + IN_FORCE_WITHIN;
         loop {
             let answer = reviews.create(&PostParams::default(), &review).await?;
-            let allowed = answer.status.is_some_and(|s| s.allowed);
-            if allowed || tokio::time::Instant::now() >= deadline {
+            if answer.status.is_some_and(|s| s.allowed) {
                 return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(kube::Error::Api(
+                    kube::core::Status::failure(
+                        &format!(
+                            "bindery's access to the Secrets of namespace {namespace} \
+                             (RoleBinding {BINDING_NAME}) is not in force within {} s",
+                            IN_FORCE_WITHIN.as_secs()
+                        ),
+                        "Forbidden",
+                    )
+                    .with_code(403)
+                    .boxed(),
+                ));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

@@ -10,6 +10,7 @@
 
 use crate::api::keys::{
     API_SERVICE_NAMESPACE_ANNOTATION, CLUSTER_NAMESPACE_LABEL, IDENTITY_ANNOTATION,
+    LEGACY_IDENTITY_ANNOTATION,
 };
 use crate::translate::identity::CONSUMER_LABEL;
 use futures::StreamExt;
@@ -39,7 +40,11 @@ const IN_FORCE_WITHIN: Duration = Duration::from_secs(5);
 /// them to a namespace that exists (`deploy/chart`), so bindery cannot make
 /// a namespace it was not given look like one.
 pub const MARK_LABELS: [&str; 2] = [CLUSTER_NAMESPACE_LABEL, CONSUMER_LABEL];
-pub const MARK_ANNOTATIONS: [&str; 2] = [IDENTITY_ANNOTATION, API_SERVICE_NAMESPACE_ANNOTATION];
+pub const MARK_ANNOTATIONS: [&str; 3] = [
+    IDENTITY_ANNOTATION,
+    LEGACY_IDENTITY_ANNOTATION,
+    API_SERVICE_NAMESPACE_ANNOTATION,
+];
 
 /// Whether bindery serves `namespace`, so holds its Secrets and ConfigMaps.
 /// Pure.
@@ -372,6 +377,10 @@ mod tests {
         )));
         assert!(serves(&namespace(&[(CONSUMER_LABEL, "c1")], &[])));
         assert!(serves(&namespace(&[], &[(IDENTITY_ANNOTATION, "x")])));
+        assert!(
+            serves(&namespace(&[], &[(LEGACY_IDENTITY_ANNOTATION, "x")])),
+            "a cluster namespace of an early kube-bind backend"
+        );
         assert!(serves(&namespace(
             &[],
             &[(API_SERVICE_NAMESPACE_ANNOTATION, "kube-bind-x/default")]

@@ -44,6 +44,11 @@ pub const PROVIDER_UID_ANNOTATION: &str = "kube-bind.io/provider-uid";
 /// Annotation on a cluster namespace: the consumer identity it was made for.
 pub const IDENTITY_ANNOTATION: &str = "backend.kube-bind.io/identity";
 
+/// Where kube-bind's backend recorded that identity before
+/// [`IDENTITY_ANNOTATION`]; v0.8.2 still reads it, and moves it to the
+/// current key when that consumer binds again.
+pub const LEGACY_IDENTITY_ANNOTATION: &str = "example-backend.kube-bind.io/identity";
+
 /// Label (`"true"`) on a cluster namespace bindery made, not kube-bind.
 pub const CLUSTER_NAMESPACE_LABEL: &str = "bindery.dev/cluster-namespace";
 

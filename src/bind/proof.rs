@@ -7,7 +7,6 @@
 //! caller runs, answering someone else's UID, proves nothing.
 
 use super::wire::Registration;
-use crate::api::keys::IDENTITY_ANNOTATION;
 use crate::app_cluster;
 use crate::status::ApiError;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -92,7 +91,8 @@ pub fn client(config: kube::Config) -> Result<kube::Client, ApiError> {
 
 /// The app cluster identity cluster namespace `namespace` records on the
 /// provider (`backend.kube-bind.io/identity`, as kube-bind's backend and
-/// bindery's bind write it), if it exists and records one.
+/// bindery's bind write it, or the key of early kube-bind backends), if it
+/// exists and records one.
 pub async fn recorded_identity(
     provider: &kube::Client,
     namespace: &str,
@@ -100,7 +100,10 @@ pub async fn recorded_identity(
     Ok(Api::<Namespace>::all(provider.clone())
         .get_opt(namespace)
         .await?
-        .and_then(|n| n.metadata.annotations?.remove(IDENTITY_ANNOTATION)))
+        .and_then(|n| {
+            crate::controllers::legacy_identity::recorded(&n.metadata.annotations?)
+                .map(str::to_string)
+        }))
 }
 
 /// Proves that `client` reaches the app cluster `identity` names: its

@@ -21,6 +21,7 @@ use crate::api::{
 use crate::app_cluster;
 use crate::authz::Authorizer;
 use crate::controllers::kube_bind_rbac_guard::{CLUSTER_NAMESPACE_LABEL, label_if_made_by_bindery};
+use crate::controllers::legacy_identity;
 use crate::controllers::naming::cluster_namespace;
 use crate::controllers::ownership::{MANAGED_LABEL, Ours};
 use crate::proxy::{error, full};
@@ -324,9 +325,7 @@ impl BindService {
     ) -> Result<(), ApiError> {
         let namespaces = Api::<Namespace>::all(self.provider.clone());
         if let Some(existing) = namespaces.get_opt(namespace).await.map_err(internal)? {
-            if existing
-                .annotations()
-                .get(IDENTITY_ANNOTATION)
+            if legacy_identity::recorded(existing.annotations())
                 .is_some_and(|recorded| recorded != identity)
             {
                 return Err(ApiError {
@@ -341,6 +340,9 @@ impl BindService {
                 });
             }
             label_if_made_by_bindery(&namespaces, &existing, FIELD_MANAGER)
+                .await
+                .map_err(internal)?;
+            legacy_identity::move_to_current_key(&namespaces, &existing, identity, FIELD_MANAGER)
                 .await
                 .map_err(internal)?;
             return Ok(());

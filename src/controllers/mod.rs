@@ -28,6 +28,7 @@ pub mod instrument;
 pub mod kube_bind_rbac_guard;
 pub mod kube_bind_schema;
 pub mod leader;
+pub mod legacy_identity;
 pub mod naming;
 pub mod ownership;
 pub mod rbac;

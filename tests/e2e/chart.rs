@@ -616,6 +616,65 @@ fn the_provider_side_reaches_secrets_only_where_bindery_serves() {
     let output = as_bindery(&["label", "namespace", &plain, "team=a"], None);
     assert!(output.status.success(), "any other label: {output:?}");
     refused(
+        "an early kube-bind backend's identity key on a namespace that exists",
+        as_bindery(
+            &[
+                "annotate",
+                "namespace",
+                &plain,
+                "example-backend.kube-bind.io/identity=x",
+            ],
+            None,
+        ),
+        marks,
+    );
+    // A cluster namespace of an early kube-bind backend (its identity under
+    // the legacy key) is served, and bindery may move that key to the
+    // current one, with the same identity only, as kube-bind's backend does.
+    let legacy = format!("{release}-legacy");
+    provider.kubectl(&["create", "namespace", &legacy]);
+    provider.kubectl(&[
+        "annotate",
+        "namespace",
+        &legacy,
+        "example-backend.kube-bind.io/identity=early",
+    ]);
+    refused(
+        "another identity on an early kube-bind backend's namespace",
+        as_bindery(
+            &[
+                "annotate",
+                "namespace",
+                &legacy,
+                "backend.kube-bind.io/identity=other",
+            ],
+            None,
+        ),
+        marks,
+    );
+    let output = as_bindery(
+        &[
+            "annotate",
+            "namespace",
+            &legacy,
+            "backend.kube-bind.io/identity=early",
+            "example-backend.kube-bind.io/identity-",
+        ],
+        None,
+    );
+    assert!(
+        output.status.success(),
+        "the legacy key moved to the current one: {output:?}"
+    );
+    let output = as_bindery(
+        &["-n", &legacy, "create", "-f", "-"],
+        Some(&binding(&itself)),
+    );
+    assert!(
+        output.status.success(),
+        "its own access in an early kube-bind backend's namespace: {output:?}"
+    );
+    refused(
         "removing the chart's policy",
         as_bindery(
             &[
@@ -629,7 +688,7 @@ fn the_provider_side_reaches_secrets_only_where_bindery_serves() {
     );
 
     provider.kubectl_with_stdin(&["delete", "--wait=false", "-f", "-"], Some(&rendered));
-    for gone in [&namespace, &plain, &marked] {
+    for gone in [&namespace, &plain, &marked, &legacy] {
         provider.kubectl(&["delete", "namespace", gone, "--wait=false"]);
     }
 }

@@ -243,6 +243,54 @@ fn a_request_for_a_template_becomes_an_export_kubectl_can_use() {
     provider.kubectl(&["-n", &own, "get", "postgresqlinstances", "orders"]);
 }
 
+/// A cluster namespace an early kube-bind backend made records its
+/// identity under `example-backend.kube-bind.io/identity`, which kube-bind
+/// v0.8.2 still honours: a request of that identity is met there and the
+/// key moves to the current one (as kube-bind's backend moves it), and a
+/// request of another identity that would land there is refused.
+#[test]
+fn a_cluster_namespace_of_an_early_kube_bind_backend_keeps_its_identity() {
+    install_examples();
+    let provider = &clusters().provider;
+    let legacy_namespace = |identity: &str, recorded: &str| {
+        let ns = cluster_namespace("kube-bind-", identity);
+        let namespace = json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": ns, "annotations":
+                {"example-backend.kube-bind.io/identity": recorded}}});
+        provider.kubectl_with_stdin(&["create", "-f", "-"], Some(&namespace.to_string()));
+        ns
+    };
+    let spec = json!({"templateRef": {"name": "postgresql"}});
+
+    let identity = unique_name("early-cluster");
+    let ns = legacy_namespace(&identity, &identity);
+    let status = request(&unique_name("early"), &identity, spec.clone());
+    assert_eq!(status["phase"], "Succeeded", "{status}");
+    let namespace: Value =
+        serde_json::from_str(&provider.kubectl(&["get", "namespace", &ns, "-o", "json"])).unwrap();
+    let annotations = &namespace["metadata"]["annotations"];
+    assert_eq!(
+        annotations["backend.kube-bind.io/identity"],
+        identity.as_str(),
+        "{annotations}"
+    );
+    assert!(
+        annotations
+            .get("example-backend.kube-bind.io/identity")
+            .is_none(),
+        "the legacy key stays: {annotations}"
+    );
+
+    let identity = unique_name("late-cluster");
+    legacy_namespace(&identity, "an-early-cluster");
+    let status = request(&unique_name("late"), &identity, spec);
+    assert_eq!(status["phase"], "Failed", "{status}");
+    assert_eq!(
+        status["conditions"][0]["reason"], "IdentityConflict",
+        "{status}"
+    );
+}
+
 #[test]
 fn requests_that_cannot_be_met_fail_with_an_actionable_message() {
     install_examples();

@@ -16,7 +16,7 @@ use super::conditions::{condition, set_condition};
 use super::deletion::{DeletionPolicy, POLICY_ANNOTATION};
 use super::kube_bind_rbac_guard::{CLUSTER_NAMESPACE_LABEL, label_if_made_by_bindery};
 use super::ownership::MANAGED_LABEL;
-use super::{Context, FIELD_MANAGER, identity, instrument, naming, rbac, runner};
+use super::{Context, FIELD_MANAGER, identity, instrument, legacy_identity, naming, rbac, runner};
 use crate::api::keys::{AUTHOR_ANNOTATION, IDENTITY_ANNOTATION};
 use crate::api::{
     APIServiceExport, APIServiceExportRequest, APIServiceExportTemplate, BoundSchema,
@@ -190,7 +190,7 @@ async fn claim_namespace(
     let namespaces: Api<Namespace> = Api::all(context.client.clone());
     let identity = request.annotations().get(IDENTITY_ANNOTATION);
     if let Some(existing) = namespaces.get_opt(cluster_namespace).await? {
-        let recorded = existing.annotations().get(IDENTITY_ANNOTATION);
+        let recorded = legacy_identity::recorded(existing.annotations());
         if let (Some(wanted), Some(recorded)) = (identity, recorded)
             && wanted != recorded
         {
@@ -202,6 +202,10 @@ async fn claim_namespace(
             }));
         }
         label_if_made_by_bindery(&namespaces, &existing, FIELD_MANAGER).await?;
+        if let Some(identity) = identity {
+            legacy_identity::move_to_current_key(&namespaces, &existing, identity, FIELD_MANAGER)
+                .await?;
+        }
         return Ok(None);
     }
     let mut annotations = BTreeMap::new();

@@ -206,8 +206,8 @@ pub async fn follow(client: kube::Client, access: NamespaceAccess) {
                 Ok(watcher::Event::InitDone) => {
                     known = true;
                     // Listed again: any deleted while unwatched is made.
-                    for namespace in served.now.clone() {
-                        access.hold(&client, &bound, &namespace).await;
+                    for namespace in &served.now {
+                        access.hold(&client, &bound, namespace).await;
                     }
                 }
                 Ok(watcher::Event::Delete(binding)) => {
@@ -220,15 +220,11 @@ pub async fn follow(client: kube::Client, access: NamespaceAccess) {
                 Err(error) => tracing::warn!(%error, "watching bindery's own RoleBindings failed"),
             },
             Some(event) = namespaces.next(), if known => match event {
-                Ok(event) => {
-                    for (name, reach) in served.apply(event) {
-                        match reach {
-                            Reach::Hold => access.hold(&client, &bound, &name).await,
-                            Reach::Drop => access.release(&client, &bound, &name).await,
-                            Reach::Leave => {}
-                        }
-                    }
-                }
+                Ok(event) => match served.apply(event) {
+                    Some((name, Reach::Hold)) => access.hold(&client, &bound, &name).await,
+                    Some((name, Reach::Drop)) => access.release(&client, &bound, &name).await,
+                    Some((_, Reach::Leave)) | None => {}
+                },
                 Err(error) => {
                     tracing::warn!(%error, "watching namespaces for bindery's own access failed")
                 }
@@ -269,44 +265,41 @@ struct Served {
 }
 
 impl Served {
-    /// Takes in one event of the namespace watch, and says what each
-    /// namespace it names should have.
-    fn apply(&mut self, event: watcher::Event<Namespace>) -> Vec<(String, Reach)> {
-        match event {
+    /// Takes in one event of the namespace watch, and says what the
+    /// namespace it names, if any, should have.
+    fn apply(&mut self, event: watcher::Event<Namespace>) -> Option<(String, Reach)> {
+        let (namespace, listing) = match event {
             watcher::Event::Init => {
                 self.listing = Some(BTreeSet::new());
-                Vec::new()
+                return None;
             }
             watcher::Event::InitDone => {
                 if let Some(listed) = self.listing.take() {
                     self.now = listed;
                 }
-                Vec::new()
-            }
-            watcher::Event::InitApply(namespace) => {
-                let (name, reach) = (namespace.metadata.name.clone(), reach(&namespace));
-                let name = name.unwrap_or_default();
-                if reach == Reach::Hold {
-                    self.listing.get_or_insert_default().insert(name.clone());
-                }
-                vec![(name, reach)]
-            }
-            watcher::Event::Apply(namespace) => {
-                let (name, reach) = (namespace.metadata.name.clone(), reach(&namespace));
-                let name = name.unwrap_or_default();
-                if reach == Reach::Hold {
-                    self.now.insert(name.clone());
-                } else {
-                    self.now.remove(&name);
-                }
-                vec![(name, reach)]
+                return None;
             }
             watcher::Event::Delete(namespace) => {
                 self.now
                     .remove(&namespace.metadata.name.unwrap_or_default());
-                Vec::new()
+                return None;
             }
+            watcher::Event::InitApply(namespace) => (namespace, true),
+            watcher::Event::Apply(namespace) => (namespace, false),
+        };
+        let reach = reach(&namespace);
+        let name = namespace.metadata.name.unwrap_or_default();
+        let served = if listing {
+            self.listing.get_or_insert_default()
+        } else {
+            &mut self.now
+        };
+        if reach == Reach::Hold {
+            served.insert(name.clone());
+        } else {
+            served.remove(&name);
         }
+        Some((name, reach))
     }
 }
 
@@ -412,13 +405,13 @@ mod tests {
         let mut served = Served::default();
         assert_eq!(
             served.apply(watcher::Event::Apply(named("a", &[(CONSUMER_LABEL, "c1")]))),
-            vec![("a".to_string(), Reach::Hold)]
+            Some(("a".to_string(), Reach::Hold))
         );
         served.apply(watcher::Event::Apply(named("b", &[(CONSUMER_LABEL, "c2")])));
         assert_eq!(served.now, BTreeSet::from(["a".into(), "b".into()]));
         assert_eq!(
             served.apply(watcher::Event::Apply(named("a", &[]))),
-            vec![("a".to_string(), Reach::Drop)],
+            Some(("a".to_string(), Reach::Drop)),
             "its mark removed"
         );
         assert_eq!(served.now, BTreeSet::from(["b".into()]));
@@ -439,11 +432,11 @@ mod tests {
                 "c",
                 &[(CONSUMER_LABEL, "c4")]
             ))),
-            vec![("c".to_string(), Reach::Hold)]
+            Some(("c".to_string(), Reach::Hold))
         );
         assert_eq!(
             served.apply(watcher::Event::InitApply(named("d", &[]))),
-            vec![("d".to_string(), Reach::Drop)]
+            Some(("d".to_string(), Reach::Drop))
         );
         assert_eq!(served.now, BTreeSet::from(["old".into()]));
         served.apply(watcher::Event::InitDone);
